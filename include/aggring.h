@@ -1,0 +1,16 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aggring.h - per-aggregate work on io_uring. The umbrella header:
+ * includes every public header of the library.
+ */
+#ifndef AGGRING_H
+#define AGGRING_H
+
+#include <aggring/common.h>
+#include <aggring/worker.h>
+#include <aggring/scheduler.h>
+#include <aggring/supplier.h>
+#include <aggring/group_key.h>
+#include <aggring/io.h>
+
+#endif /* AGGRING_H */

@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aggring/scheduler.h - the workers of one named aggregate.
+ *
+ * A scheduler is `parallelism` worker threads, each with its own ring.
+ * Schedulers are made and owned by a supplier (aggring/supplier.h):
+ * there is no public constructor or destructor, and a scheduler handle
+ * stays valid until its supplier is freed.
+ *
+ * Tasks reach a worker through its lock-free inbox; a worker that may
+ * be asleep is woken with an IORING_OP_MSG_RING completion on its ring.
+ */
+#ifndef AGGRING_SCHEDULER_H
+#define AGGRING_SCHEDULER_H
+
+#include <aggring/common.h>
+#include <aggring/worker.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A task; runs on the chosen worker thread. */
+typedef void (*agr_task_fn)(void *arg);
+
+/*
+ * Told instead of running when a task is dropped by an immediate
+ * dispose; `reason` is -ECANCELED. Runs on a worker of the scheduler or
+ * on the thread that disposes it; must not block.
+ */
+typedef void (*agr_task_cancel_fn)(void *arg, int reason);
+
+/* "<supplier name>-<aggregate name>"; valid as long as the scheduler. */
+AGR_API const char *agr_scheduler_name(const agr_scheduler *s);
+
+/* Number of workers; -EINVAL if `s` is NULL. */
+AGR_API int agr_scheduler_parallelism(const agr_scheduler *s);
+
+/*
+ * Runs fn(arg) on worker `hint % parallelism`. Tasks sent to one
+ * worker from one thread run in the order they were scheduled.
+ *
+ * Returns 0 (fn will run, or on an immediate dispose be dropped),
+ * -EINVAL (NULL `s` or `fn`), -ESHUTDOWN (disposal has begun: fn will
+ * never run), -ENOMEM.
+ */
+AGR_API int agr_scheduler_schedule(agr_scheduler *s, unsigned hint,
+				   agr_task_fn fn, void *arg);
+
+/*
+ * As agr_scheduler_schedule(), and if the task is dropped by an
+ * immediate dispose before it starts, on_cancel(arg, -ECANCELED) runs
+ * instead of fn: exactly one of the two runs for every task admitted.
+ */
+AGR_API int agr_scheduler_schedule_cancellable(agr_scheduler *s,
+					       unsigned hint, agr_task_fn fn,
+					       agr_task_cancel_fn on_cancel,
+					       void *arg);
+
+/* True once disposal began (new tasks get -ESHUTDOWN). */
+AGR_API bool agr_scheduler_is_disposed(agr_scheduler *s);
+
+/* True once every worker thread has left its event loop. */
+AGR_API bool agr_scheduler_is_terminated(agr_scheduler *s);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AGGRING_SCHEDULER_H */

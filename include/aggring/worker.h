@@ -1,0 +1,55 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aggring/worker.h - the worker a task or handler runs on.
+ *
+ * A worker is one thread that owns one io_uring ring. Everything that
+ * runs on it (tasks, dispatcher handlers, I/O callbacks) runs on that
+ * thread, one thing at a time.
+ */
+#ifndef AGGRING_WORKER_H
+#define AGGRING_WORKER_H
+
+#include <stdbool.h>
+
+#include <aggring/common.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct io_uring;
+typedef struct agr_worker agr_worker;
+typedef struct agr_scheduler agr_scheduler;
+
+/* The worker the calling thread is, or NULL on any other thread. */
+AGR_API agr_worker *agr_worker_current(void);
+
+/*
+ * The worker's ring, for registering files or buffers from that worker
+ * only. Submit operations through aggring/io.h so that their
+ * completions are routed back to a callback; a raw SQE's user_data must
+ * not be set by the caller. NULL when `w` is NULL.
+ */
+AGR_API struct io_uring *agr_worker_ring(agr_worker *w);
+
+/* Index of `w` in its scheduler, 0 .. parallelism-1; -EINVAL if NULL. */
+AGR_API int agr_worker_index(const agr_worker *w);
+
+/* The scheduler `w` belongs to; NULL if `w` is NULL. */
+AGR_API agr_scheduler *agr_worker_scheduler(const agr_worker *w);
+
+/*
+ * True when the calling thread's worker is being disposed immediately
+ * (agr_supplier_force_stop). A long task polls it and returns early.
+ * This flag is the only interruption C allows: a task stuck in a
+ * blocking system call is not woken by it, and its worker thread (and
+ * the scheduler's memory) stays alive until that call returns.
+ * False off a worker thread.
+ */
+AGR_API bool agr_worker_interrupted(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AGGRING_WORKER_H */

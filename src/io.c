@@ -1,0 +1,185 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io.c - asynchronous file, socket and timer operations on the calling
+ * worker's ring. Each call prepares one SQE through agr__worker_sqe(),
+ * which checks the thread, tracks the operation and routes its CQE.
+ */
+#include "worker.h"
+
+AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
+		       struct io_uring_sqe **sqe)
+{
+	return agr__worker_sqe(w, cb, arg, sqe, NULL);
+}
+
+AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,
+			uint64_t offset, agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_read(sqe, fd, buf, len, offset);
+	return ret;
+}
+
+AGR_API int agr_io_write(agr_worker *w, int fd, const void *buf,
+			 unsigned len, uint64_t offset, agr_io_cb cb,
+			 void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_write(sqe, fd, buf, len, offset);
+	return ret;
+}
+
+AGR_API int agr_io_readv(agr_worker *w, int fd, const struct iovec *iov,
+			 unsigned iovcnt, uint64_t offset, agr_io_cb cb,
+			 void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_readv(sqe, fd, iov, iovcnt, offset);
+	return ret;
+}
+
+AGR_API int agr_io_writev(agr_worker *w, int fd, const struct iovec *iov,
+			  unsigned iovcnt, uint64_t offset, agr_io_cb cb,
+			  void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_writev(sqe, fd, iov, iovcnt, offset);
+	return ret;
+}
+
+AGR_API int agr_io_fsync(agr_worker *w, int fd, unsigned flags,
+			 agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_fsync(sqe, fd,
+				    (flags & AGR_IO_DATASYNC) ?
+					    IORING_FSYNC_DATASYNC : 0);
+	return ret;
+}
+
+AGR_API int agr_io_openat(agr_worker *w, int dirfd, const char *path,
+			  int flags, mode_t mode, agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	if (!path)
+		return -EINVAL;
+	ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	if (ret == 0)
+		io_uring_prep_openat(sqe, dirfd, path, flags, mode);
+	return ret;
+}
+
+AGR_API int agr_io_close(agr_worker *w, int fd, agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_close(sqe, fd);
+	return ret;
+}
+
+AGR_API int agr_io_accept(agr_worker *w, int fd, struct sockaddr *addr,
+			  socklen_t *addrlen, int flags, agr_io_cb cb,
+			  void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_accept(sqe, fd, addr, addrlen, flags);
+	return ret;
+}
+
+AGR_API int agr_io_accept_multishot(agr_worker *w, int fd, int flags,
+				    agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, flags);
+	return ret;
+}
+
+AGR_API int agr_io_connect(agr_worker *w, int fd,
+			   const struct sockaddr *addr, socklen_t addrlen,
+			   agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	if (!addr)
+		return -EINVAL;
+	ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	if (ret == 0)
+		io_uring_prep_connect(sqe, fd, addr, addrlen);
+	return ret;
+}
+
+AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
+			int flags, agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_recv(sqe, fd, buf, len, flags);
+	return ret;
+}
+
+AGR_API int agr_io_send(agr_worker *w, int fd, const void *buf, size_t len,
+			int flags, agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+
+	if (ret == 0)
+		io_uring_prep_send(sqe, fd, buf, len, flags);
+	return ret;
+}
+
+AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
+			   agr_io_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	struct agr__op *op;
+	int ret = agr__worker_sqe(w, cb, arg, &sqe, &op);
+
+	if (ret)
+		return ret;
+	/* The timespec lives in the op: the kernel reads it until the CQE. */
+	op->ts.tv_sec = (long long)(timeout_ns / 1000000000u);
+	op->ts.tv_nsec = (long long)(timeout_ns % 1000000000u);
+	io_uring_prep_timeout(sqe, &op->ts, 0, 0);
+	return 0;
+}
+
+AGR_API int agr_io_cancel(agr_worker *w, void *arg)
+{
+	if (!w || w != agr__current_worker)
+		return -EINVAL;
+	return agr__worker_cancel_ops(w, arg, AGR__MATCH_ARG);
+}
+
+AGR_API int agr_io_inflight(const agr_worker *w)
+{
+	return w ? (int)w->inflight : -EINVAL;
+}

@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * mpsc.h - intrusive multi-producer single-consumer FIFO (Vyukov).
+ *
+ * Producers never wait: a push is one atomic exchange and one store.
+ * The consumer may briefly see a push half done (the exchange happened,
+ * the link is not yet visible); agr__mpsc_pop() then returns NULL while
+ * agr__mpsc_maybe_nonempty() is still true, and the caller retries.
+ * No allocation: the node lives inside the element.
+ */
+#ifndef AGR_MPSC_H
+#define AGR_MPSC_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+struct agr__mpsc_node {
+	_Atomic(struct agr__mpsc_node *) next;
+};
+
+struct agr__mpsc {
+	_Atomic(struct agr__mpsc_node *) head; /* producers' end */
+	char pad_[64 - sizeof(void *)];
+	struct agr__mpsc_node *tail; /* consumer's end */
+	struct agr__mpsc_node stub;
+};
+
+static inline void agr__mpsc_init(struct agr__mpsc *q)
+{
+	atomic_init(&q->stub.next, NULL);
+	atomic_init(&q->head, &q->stub);
+	q->tail = &q->stub;
+}
+
+static inline void agr__mpsc_push(struct agr__mpsc *q,
+				  struct agr__mpsc_node *n)
+{
+	struct agr__mpsc_node *prev;
+
+	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
+	prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+	atomic_store_explicit(&prev->next, n, memory_order_release);
+}
+
+/*
+ * True unless the queue is certainly empty. Consumer only; a push that
+ * has done its exchange already counts, so a consumer that re-checks
+ * after announcing it is idle cannot miss a message.
+ */
+static inline bool agr__mpsc_maybe_nonempty(struct agr__mpsc *q)
+{
+	return q->tail != &q->stub ||
+	       atomic_load_explicit(&q->head, memory_order_seq_cst) !=
+		       &q->stub;
+}
+
+/* Consumer only. NULL: empty, or a push is still linking (retry). */
+static inline struct agr__mpsc_node *agr__mpsc_pop(struct agr__mpsc *q)
+{
+	struct agr__mpsc_node *tail = q->tail;
+	struct agr__mpsc_node *next =
+		atomic_load_explicit(&tail->next, memory_order_acquire);
+
+	if (tail == &q->stub) {
+		if (!next)
+			return NULL;
+		q->tail = next;
+		tail = next;
+		next = atomic_load_explicit(&next->next, memory_order_acquire);
+	}
+	if (next) {
+		q->tail = next;
+		return tail;
+	}
+	if (tail != atomic_load_explicit(&q->head, memory_order_acquire))
+		return NULL;
+	agr__mpsc_push(q, &q->stub);
+	next = atomic_load_explicit(&tail->next, memory_order_acquire);
+	if (next) {
+		q->tail = next;
+		return tail;
+	}
+	return NULL;
+}
+
+#endif /* AGR_MPSC_H */

@@ -1,0 +1,310 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ring.c - ring setup with a fallback ladder, and doorbells sent from
+ * threads that own no ring.
+ */
+#include "ring.h"
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#ifndef IORING_REGISTER_SEND_MSG_RING
+#define IORING_REGISTER_SEND_MSG_RING 31 /* Linux 6.13 */
+#endif
+
+#ifndef IORING_MSG_DATA
+#define IORING_MSG_DATA 0
+#endif
+
+static const unsigned setup_ladder[] = {
+	IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		IORING_SETUP_SUBMIT_ALL,
+	IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
+	IORING_SETUP_SUBMIT_ALL,
+	0,
+};
+
+static int read_io_uring_disabled(void)
+{
+	FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "re");
+	int v = -1;
+
+	if (!f)
+		return -1;
+	if (fscanf(f, "%d", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+void agr__ring_explain(int err, const char *who)
+{
+	int disabled;
+
+	switch (err) {
+	case -ENOSYS:
+		agr__log(AGR_LOG_ERROR,
+			 "%s: io_uring_setup failed with ENOSYS: io_uring is "
+			 "not built into this kernel, or a seccomp filter "
+			 "(such as a container's default profile) blocks it",
+			 who);
+		break;
+	case -EPERM:
+		disabled = read_io_uring_disabled();
+		if (disabled == 2)
+			agr__log(AGR_LOG_ERROR,
+				 "%s: io_uring_setup failed with EPERM: "
+				 "sysctl kernel.io_uring_disabled=2 disables "
+				 "io_uring for every process", who);
+		else if (disabled == 1)
+			agr__log(AGR_LOG_ERROR,
+				 "%s: io_uring_setup failed with EPERM: "
+				 "sysctl kernel.io_uring_disabled=1 allows only "
+				 "members of kernel.io_uring_group or "
+				 "CAP_SYS_ADMIN", who);
+		else
+			agr__log(AGR_LOG_ERROR,
+				 "%s: io_uring_setup failed with EPERM: "
+				 "denied by a security policy (seccomp or an "
+				 "LSM)", who);
+		break;
+	case -ENOMEM:
+		agr__log(AGR_LOG_ERROR,
+			 "%s: io_uring_setup failed with ENOMEM: RLIMIT_MEMLOCK "
+			 "is too low (kernels up to 5.11 charge rings to it: "
+			 "raise `ulimit -l`) or memory is exhausted", who);
+		break;
+	case -EINVAL:
+		agr__log(AGR_LOG_ERROR,
+			 "%s: io_uring_setup failed with EINVAL: the kernel is "
+			 "too old for aggring (it needs IORING_OP_MSG_RING, "
+			 "Linux 5.18; 6.1 or later is recommended)", who);
+		break;
+	default:
+		agr__log(AGR_LOG_ERROR, "%s: io_uring_setup failed: %s", who,
+			 strerror(-err));
+		break;
+	}
+}
+
+static bool msg_ring_supported(struct io_uring *ring)
+{
+	struct io_uring_probe *probe = io_uring_get_probe_ring(ring);
+	bool ok;
+
+	if (!probe)
+		return false;
+	ok = io_uring_opcode_supported(probe, IORING_OP_MSG_RING);
+	io_uring_free_probe(probe);
+	return ok;
+}
+
+int agr__ring_init(struct io_uring *ring, unsigned sq_entries,
+		   unsigned cq_entries, const char *who, unsigned *flags_out)
+{
+	struct io_uring_params p;
+	int ret = -EINVAL;
+	size_t i;
+
+	for (i = 0; i < sizeof(setup_ladder) / sizeof(setup_ladder[0]); i++) {
+		memset(&p, 0, sizeof(p));
+		p.flags = setup_ladder[i] | IORING_SETUP_CQSIZE;
+		p.cq_entries = cq_entries;
+		ret = io_uring_queue_init_params(sq_entries, ring, &p);
+		if (ret != -EINVAL)
+			break;
+	}
+	if (ret < 0) {
+		agr__ring_explain(ret, who);
+		return ret;
+	}
+	if (!msg_ring_supported(ring)) {
+		io_uring_queue_exit(ring);
+		agr__ring_explain(-EINVAL, who);
+		return -EINVAL;
+	}
+	if (flags_out)
+		*flags_out = p.flags;
+	return 0;
+}
+
+/* ---- doorbells from threads without a ring ---- */
+
+enum { SYNC_MSG_UNKNOWN = 0, SYNC_MSG_YES = 1, SYNC_MSG_NO = 2 };
+static atomic_int sync_msg_state = SYNC_MSG_UNKNOWN;
+
+struct sender_ring {
+	struct io_uring ring;
+	struct sender_ring *next_idle;
+};
+
+/*
+ * Sender rings of exited threads wait here for the next thread instead
+ * of being unmapped: threads come and go more often than rings need to,
+ * and liburing unmaps with raw system calls that ThreadSanitizer cannot
+ * see, so a reused address would look like a race.
+ */
+static pthread_mutex_t idle_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sender_ring *idle_senders;
+
+static pthread_key_t sender_key;
+static pthread_once_t sender_key_once = PTHREAD_ONCE_INIT;
+static _Thread_local struct sender_ring *thread_sender;
+
+static void sender_ring_release(void *p)
+{
+	struct sender_ring *s = p;
+
+	pthread_mutex_lock(&idle_lock);
+	s->next_idle = idle_senders;
+	idle_senders = s;
+	pthread_mutex_unlock(&idle_lock);
+}
+
+static struct sender_ring *sender_ring_reuse(void)
+{
+	struct sender_ring *s;
+
+	pthread_mutex_lock(&idle_lock);
+	s = idle_senders;
+	if (s)
+		idle_senders = s->next_idle;
+	pthread_mutex_unlock(&idle_lock);
+	return s;
+}
+
+static void sender_key_create(void)
+{
+	if (pthread_key_create(&sender_key, sender_ring_release) != 0)
+		abort(); /* only when the process is out of TLS keys */
+	if (getenv("AGR_NO_SYNC_MSG"))
+		atomic_store(&sync_msg_state, SYNC_MSG_NO);
+}
+
+static void prep_doorbell(struct io_uring_sqe *sqe, int target_fd,
+			  uint64_t ud)
+{
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = IORING_OP_MSG_RING;
+	sqe->fd = target_fd;
+	sqe->addr = IORING_MSG_DATA;
+	sqe->off = ud; /* the user_data of the target's CQE */
+}
+
+/* 1 = sent (result in *res), 0 = the kernel has no ring-less send. */
+static int try_sync_msg(int target_fd, uint64_t ud, int *res)
+{
+	struct io_uring_sqe sqe;
+	long ret;
+
+	if (atomic_load_explicit(&sync_msg_state, memory_order_relaxed) ==
+	    SYNC_MSG_NO)
+		return 0;
+	prep_doorbell(&sqe, target_fd, ud);
+	ret = syscall(__NR_io_uring_register, -1,
+		      IORING_REGISTER_SEND_MSG_RING, &sqe, 1);
+	if (ret < 0 && (errno == EBADF || errno == EINVAL) &&
+	    atomic_load(&sync_msg_state) == SYNC_MSG_UNKNOWN) {
+		/* Before 6.13 a ring-less register call is EBADF. */
+		atomic_store(&sync_msg_state, SYNC_MSG_NO);
+		return 0;
+	}
+	atomic_store_explicit(&sync_msg_state, SYNC_MSG_YES,
+			      memory_order_relaxed);
+	*res = ret < 0 ? -errno : 0;
+	return 1;
+}
+
+static struct sender_ring *sender_ring_new(int *err)
+{
+	struct sender_ring *s = calloc(1, sizeof(*s));
+	int ret;
+
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	/* No SINGLE_ISSUER: the ring may serve another thread later. */
+	ret = io_uring_queue_init(8, &s->ring, 0);
+	if (ret < 0) {
+		agr__ring_explain(ret, "sender ring");
+		free(s);
+		*err = ret;
+		return NULL;
+	}
+	return s;
+}
+
+static struct sender_ring *sender_ring_get(int *err)
+{
+	struct sender_ring *s = thread_sender;
+
+	if (s)
+		return s;
+	s = sender_ring_reuse();
+	if (!s)
+		s = sender_ring_new(err);
+	if (!s)
+		return NULL;
+	if (pthread_setspecific(sender_key, s) != 0) {
+		sender_ring_release(s);
+		*err = -ENOMEM;
+		return NULL;
+	}
+	thread_sender = s;
+	return s;
+}
+
+/* Sends through the thread-local ring and waits for the send's own CQE. */
+static int ring_msg(int target_fd, uint64_t ud)
+{
+	struct io_uring_cqe *cqe;
+	struct io_uring_sqe *sqe;
+	struct sender_ring *s;
+	int err = 0, ret;
+
+	s = sender_ring_get(&err);
+	if (!s)
+		return err;
+	sqe = io_uring_get_sqe(&s->ring);
+	io_uring_prep_msg_ring(sqe, target_fd, 0, ud, 0);
+	/*
+	 * Waiting for our own CQE means the target's completion has been
+	 * posted (or queued to its owner) before we return, even when the
+	 * kernel punted the send to a worker thread.
+	 */
+	ret = io_uring_submit_and_wait(&s->ring, 1);
+	if (ret < 0)
+		return ret;
+	ret = io_uring_wait_cqe(&s->ring, &cqe);
+	if (ret < 0)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(&s->ring, cqe);
+	return ret < 0 ? ret : 0;
+}
+
+int agr__msg_ring_from_thread(int target_fd, uint64_t ud)
+{
+	int attempt, res = 0;
+
+	pthread_once(&sender_key_once, sender_key_create);
+	for (attempt = 0; attempt < 100; attempt++) {
+		if (!try_sync_msg(target_fd, ud, &res))
+			res = ring_msg(target_fd, ud);
+		/* A full target CQ or a transient allocation failure. */
+		if (res != -EOVERFLOW && res != -ENOMEM && res != -EAGAIN &&
+		    res != -EBUSY)
+			break;
+		sched_yield();
+	}
+	if (res < 0)
+		agr__log(AGR_LOG_ERROR, "doorbell to ring fd %d failed: %s",
+			 target_fd, strerror(-res));
+	return res;
+}

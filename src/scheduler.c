@@ -1,0 +1,357 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scheduler.c - the worker threads of one named aggregate, tasks, and
+ * graceful and immediate dispose.
+ */
+#include "scheduler.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct task {
+	struct agr__work work;
+	agr_task_fn fn;
+	agr_task_cancel_fn on_cancel;
+	void *arg;
+};
+
+static void run_task(struct agr__work *work, struct agr_worker *w, int status)
+{
+	struct task *t = agr__container_of(work, struct task, work);
+	agr_task_fn fn = t->fn;
+	agr_task_cancel_fn on_cancel = t->on_cancel;
+	void *arg = t->arg;
+
+	(void)w;
+	free(t); /* before the call: a task may free what it needs */
+	if (status == 0)
+		fn(arg);
+	else if (on_cancel)
+		on_cancel(arg, status);
+}
+
+AGR_API const char *agr_scheduler_name(const agr_scheduler *s)
+{
+	return s ? s->name : NULL;
+}
+
+AGR_API int agr_scheduler_parallelism(const agr_scheduler *s)
+{
+	return s ? s->parallelism : -EINVAL;
+}
+
+AGR_API int agr_scheduler_schedule_cancellable(agr_scheduler *s,
+					       unsigned hint, agr_task_fn fn,
+					       agr_task_cancel_fn on_cancel,
+					       void *arg)
+{
+	struct task *t;
+
+	if (!s || !fn)
+		return -EINVAL;
+	t = malloc(sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->work.fn = run_task;
+	t->fn = fn;
+	t->on_cancel = on_cancel;
+	t->arg = arg;
+	if (!agr__scheduler_enter(s)) {
+		free(t);
+		return -ESHUTDOWN;
+	}
+	agr__worker_post(agr__scheduler_worker(s, hint), &t->work);
+	agr__scheduler_leave(s);
+	return 0;
+}
+
+AGR_API int agr_scheduler_schedule(agr_scheduler *s, unsigned hint,
+				   agr_task_fn fn, void *arg)
+{
+	return agr_scheduler_schedule_cancellable(s, hint, fn, NULL, arg);
+}
+
+AGR_API bool agr_scheduler_is_disposed(agr_scheduler *s)
+{
+	return s && (atomic_load(&s->gate) & 1);
+}
+
+bool agr__scheduler_terminated(struct agr_scheduler *s)
+{
+	bool done;
+
+	pthread_mutex_lock(&s->lock);
+	done = s->live == 0;
+	pthread_mutex_unlock(&s->lock);
+	return done;
+}
+
+AGR_API bool agr_scheduler_is_terminated(agr_scheduler *s)
+{
+	return s && agr__scheduler_terminated(s);
+}
+
+/* ---- creation ---- */
+
+/* "<prefix>-<index>" cut to the 15 bytes Linux keeps of a name. */
+static void make_thread_name(char out[16], const char *prefix,
+			     unsigned index)
+{
+	char full[256];
+	size_t n;
+
+	snprintf(full, sizeof(full), "%.200s-%u", prefix, index);
+	n = strnlen(full, 15);
+	memcpy(out, full, n);
+	out[n] = '\0';
+}
+
+static struct agr_worker *worker_new(struct agr_scheduler *s,
+				     const char *thread_prefix, unsigned index)
+{
+	struct agr_worker *w;
+
+	if (posix_memalign((void **)&w, AGR__CACHELINE, sizeof(*w)) != 0)
+		return NULL;
+	memset(w, 0, sizeof(*w));
+	agr__mpsc_init(&w->inbox);
+	atomic_init(&w->bell, AGR__BELL_RUNG); /* starting: not asleep */
+	atomic_init(&w->stop_requested, false);
+	atomic_init(&w->force, false);
+	atomic_init(&w->interrupted, false);
+	w->ring_fd = -1;
+	w->sched = s;
+	w->index = index;
+	make_thread_name(w->thread_name, thread_prefix, index);
+	return w;
+}
+
+void agr__scheduler_worker_ready(struct agr_scheduler *s, int err)
+{
+	pthread_mutex_lock(&s->lock);
+	if (err && !s->start_err)
+		s->start_err = err;
+	s->ready++;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+void agr__scheduler_worker_exited(struct agr_scheduler *s)
+{
+	pthread_mutex_lock(&s->lock);
+	s->live--;
+	pthread_cond_broadcast(&s->cond);
+	pthread_mutex_unlock(&s->lock);
+}
+
+static int start_threads(struct agr_scheduler *s)
+{
+	int i, ret = 0;
+
+	for (i = 0; i < s->parallelism; i++) {
+		struct agr_worker *w = s->workers[i];
+
+		pthread_mutex_lock(&s->lock);
+		s->live++;
+		pthread_mutex_unlock(&s->lock);
+		ret = -pthread_create(&w->thread, NULL, agr__worker_main, w);
+		if (ret) {
+			agr__log(AGR_LOG_ERROR,
+				 "%s: cannot create worker thread %d: %s",
+				 s->name, i, strerror(-ret));
+			pthread_mutex_lock(&s->lock);
+			s->live--;
+			pthread_mutex_unlock(&s->lock);
+			return ret;
+		}
+		w->thread_started = true;
+	}
+	return 0;
+}
+
+/* Waits for every started worker to report its ring setup. */
+static int await_rings(struct agr_scheduler *s)
+{
+	int started = 0, i, err;
+
+	for (i = 0; i < s->parallelism; i++)
+		started += s->workers[i]->thread_started;
+	pthread_mutex_lock(&s->lock);
+	while (s->ready < started)
+		pthread_cond_wait(&s->cond, &s->lock);
+	err = s->start_err;
+	pthread_mutex_unlock(&s->lock);
+	return err;
+}
+
+static void free_memory(struct agr_scheduler *s)
+{
+	int i;
+
+	if (s->workers) {
+		for (i = 0; i < s->parallelism; i++)
+			free(s->workers[i]);
+		free(s->workers);
+	}
+	pthread_cond_destroy(&s->cond);
+	pthread_mutex_destroy(&s->lock);
+	free(s->name);
+	free(s);
+}
+
+static int alloc_scheduler(const char *supplier_name,
+			   const char *aggregate_name, int parallelism,
+			   struct agr_scheduler **out)
+{
+	struct agr_scheduler *s;
+	pthread_condattr_t ca;
+	size_t len;
+	int i;
+
+	if (posix_memalign((void **)&s, AGR__CACHELINE, sizeof(*s)) != 0)
+		return -ENOMEM;
+	memset(s, 0, sizeof(*s));
+	atomic_init(&s->gate, 0);
+	pthread_mutex_init(&s->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	s->parallelism = parallelism;
+	len = strlen(supplier_name) + strlen(aggregate_name) + 2;
+	s->name = malloc(len);
+	s->workers = calloc((size_t)parallelism, sizeof(*s->workers));
+	if (!s->name || !s->workers)
+		goto nomem;
+	snprintf(s->name, len, "%s-%s", supplier_name, aggregate_name);
+	for (i = 0; i < parallelism; i++) {
+		s->workers[i] = worker_new(s, s->name, (unsigned)i);
+		if (!s->workers[i])
+			goto nomem;
+	}
+	*out = s;
+	return 0;
+nomem:
+	free_memory(s);
+	return -ENOMEM;
+}
+
+int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
+		       int parallelism, struct agr_scheduler **out)
+{
+	struct agr_scheduler *s;
+	int ret;
+
+	ret = alloc_scheduler(supplier_name, aggregate_name, parallelism, &s);
+	if (ret)
+		return ret;
+	ret = start_threads(s);
+	if (!ret)
+		ret = await_rings(s);
+	else
+		await_rings(s);
+	if (ret) {
+		agr__scheduler_free(s);
+		return ret;
+	}
+	*out = s;
+	return 0;
+}
+
+/* ---- dispose ---- */
+
+/* Closes the gate and waits until no sender is inside it. */
+static void close_gate(struct agr_scheduler *s)
+{
+	unsigned spins = 0;
+
+	atomic_fetch_or(&s->gate, 1);
+	while (atomic_load(&s->gate) >> 1) {
+		if (++spins < 128)
+			agr__cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
+{
+	enum agr__sched_state want =
+		immediate ? AGR__SCHED_FORCED : AGR__SCHED_GRACEFUL;
+	int i;
+
+	pthread_mutex_lock(&s->lock);
+	if (s->state >= want) {
+		pthread_mutex_unlock(&s->lock);
+		return;
+	}
+	s->state = want;
+	pthread_mutex_unlock(&s->lock);
+
+	close_gate(s);
+	for (i = 0; i < s->parallelism; i++) {
+		struct agr_worker *w = s->workers[i];
+
+		if (immediate) {
+			/* Set before anything is joined (see worker.h). */
+			atomic_store(&w->interrupted, true);
+			atomic_store(&w->force, true);
+		} else {
+			atomic_store(&w->stop_requested, true);
+		}
+		if (w->ring_ready)
+			agr__worker_wake(w);
+	}
+}
+
+int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns)
+{
+	struct timespec ts = agr__timespec_of(deadline_ns);
+	int ret = 0;
+
+	pthread_mutex_lock(&s->lock);
+	while (s->live > 0 && ret == 0) {
+		if (deadline_ns == UINT64_MAX)
+			pthread_cond_wait(&s->cond, &s->lock);
+		else if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) ==
+			 ETIMEDOUT)
+			ret = s->live > 0 ? -ETIMEDOUT : 0;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return ret;
+}
+
+/* Tasks can only be left in an inbox when a worker never started. */
+static void drop_leftovers(struct agr_scheduler *s)
+{
+	int i;
+
+	for (i = 0; i < s->parallelism; i++)
+		agr__worker_drop_inbox(s->workers[i]);
+}
+
+void agr__scheduler_free(struct agr_scheduler *s)
+{
+	int i;
+
+	if (!s)
+		return;
+	agr__scheduler_dispose(s, true);
+	for (i = 0; i < s->parallelism; i++) {
+		struct agr_worker *w = s->workers[i];
+
+		if (w->thread_started)
+			pthread_join(w->thread, NULL);
+	}
+	drop_leftovers(s);
+	/* Every sender is gone and every thread joined: fds may close. */
+	for (i = 0; i < s->parallelism; i++) {
+		struct agr_worker *w = s->workers[i];
+
+		if (w->ring_ready)
+			io_uring_queue_exit(&w->ring);
+	}
+	free_memory(s);
+}

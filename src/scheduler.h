@@ -1,0 +1,94 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * scheduler.h - the workers of one named aggregate (internal side).
+ */
+#ifndef AGR_SCHEDULER_INTERNAL_H
+#define AGR_SCHEDULER_INTERNAL_H
+
+#include "internal.h"
+#include "worker.h"
+
+#include <aggring/scheduler.h>
+#include <aggring/supplier.h>
+
+enum agr__sched_state {
+	AGR__SCHED_RUNNING,
+	AGR__SCHED_GRACEFUL, /* queued work still runs */
+	AGR__SCHED_FORCED,   /* queued work dropped, I/O cancelled */
+};
+
+struct agr_scheduler {
+	/*
+	 * The gate every sender passes: bit 0 = closed, the rest counts
+	 * senders inside. Dispose closes it and waits for the count to
+	 * reach zero, so once a worker is told to stop no sender can
+	 * still reach its ring or inbox.
+	 */
+	AGR__ALIGNED_CACHELINE atomic_uint_fast64_t gate;
+
+	AGR__ALIGNED_CACHELINE char *name; /* "<supplier>-<aggregate>" */
+	int parallelism;
+	struct agr_worker **workers;
+
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int ready;	/* workers that finished ring setup */
+	int start_err;	/* first setup error */
+	int live;	/* workers still in their loop */
+	enum agr__sched_state state;
+	bool joined;
+};
+
+/*
+ * Creates and starts `parallelism` workers named
+ * "<supplier_name>-<aggregate_name>-<i>" (cut to 15 bytes). Returns
+ * once every ring is set up, or the first setup error.
+ */
+int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
+		       int parallelism, struct agr_scheduler **out);
+
+/* Enters the sender gate; false (nothing entered) once closed. */
+static inline bool agr__scheduler_enter(struct agr_scheduler *s)
+{
+	uint_fast64_t g = atomic_fetch_add_explicit(&s->gate, 2,
+						    memory_order_acquire);
+
+	if (agr__likely(!(g & 1)))
+		return true;
+	atomic_fetch_sub_explicit(&s->gate, 2, memory_order_release);
+	return false;
+}
+
+static inline void agr__scheduler_leave(struct agr_scheduler *s)
+{
+	atomic_fetch_sub_explicit(&s->gate, 2, memory_order_release);
+}
+
+static inline struct agr_worker *
+agr__scheduler_worker(struct agr_scheduler *s, unsigned hint)
+{
+	return s->workers[hint % (unsigned)s->parallelism];
+}
+
+/* Starts a graceful or an immediate dispose; never blocks on tasks. */
+void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate);
+
+/* Waits until every worker left its loop; 0 or -ETIMEDOUT. */
+int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns);
+
+/* True once every worker left its loop. */
+bool agr__scheduler_terminated(struct agr_scheduler *s);
+
+/*
+ * Disposes immediately if still running, joins the threads, closes the
+ * rings and frees. Blocks while a task is stuck in a blocking call.
+ */
+void agr__scheduler_free(struct agr_scheduler *s);
+
+/* Called by a worker thread: ring setup finished with `err`. */
+void agr__scheduler_worker_ready(struct agr_scheduler *s, int err);
+
+/* Called by a worker thread when it leaves its loop. */
+void agr__scheduler_worker_exited(struct agr_scheduler *s);
+
+#endif /* AGR_SCHEDULER_INTERNAL_H */

@@ -1,0 +1,460 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * worker.c - the event loop of one worker thread and its ring.
+ *
+ * Loop: reap completions, run queued items, and when there is nothing
+ * left arm the doorbell, look once more, and sleep in the kernel inside
+ * io_uring_submit_and_wait(). While the worker is awake its doorbell
+ * stays rung, so producers push without a syscall.
+ */
+#include "worker.h"
+
+#include "ring.h"
+#include "scheduler.h"
+
+#include <sched.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CQE_BATCH 64
+#define INBOX_BATCH 256 /* items run between two looks at the ring */
+#define WORKER_SQ_ENTRIES 256
+#define WORKER_CQ_ENTRIES 4096
+
+_Thread_local struct agr_worker *agr__current_worker;
+
+AGR_API agr_worker *agr_worker_current(void)
+{
+	return agr__current_worker;
+}
+
+AGR_API struct io_uring *agr_worker_ring(agr_worker *w)
+{
+	return w ? &w->ring : NULL;
+}
+
+AGR_API int agr_worker_index(const agr_worker *w)
+{
+	return w ? (int)w->index : -EINVAL;
+}
+
+AGR_API agr_scheduler *agr_worker_scheduler(const agr_worker *w)
+{
+	return w ? w->sched : NULL;
+}
+
+AGR_API bool agr_worker_interrupted(void)
+{
+	struct agr_worker *w = agr__current_worker;
+
+	return w && atomic_load_explicit(&w->interrupted,
+					 memory_order_acquire);
+}
+
+/* ---- doorbell ---- */
+
+static void send_doorbell(struct agr_worker *target)
+{
+	struct agr_worker *self = agr__current_worker;
+	struct io_uring_sqe *sqe;
+
+	if (!self || self->closing) {
+		agr__msg_ring_from_thread(target->ring_fd, AGR__UD_BELL);
+		return;
+	}
+	/* From a worker the doorbell is an SQE on its own ring. */
+	sqe = io_uring_get_sqe(&self->ring);
+	if (!sqe) {
+		agr__worker_flush(self);
+		sqe = io_uring_get_sqe(&self->ring);
+	}
+	if (!sqe) {
+		agr__msg_ring_from_thread(target->ring_fd, AGR__UD_BELL);
+		return;
+	}
+	io_uring_prep_msg_ring(sqe, target->ring_fd, 0, AGR__UD_BELL, 0);
+	io_uring_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS);
+	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)target |
+					     AGR__UD_MSG_TAG);
+	/*
+	 * A peer of the same scheduler is joined with us, so the doorbell
+	 * can ride our next submit. Another scheduler may close its rings
+	 * once its gate drains, so its doorbell must leave now, while our
+	 * caller is still inside that gate.
+	 */
+	if (target->sched != self->sched)
+		agr__worker_flush(self);
+}
+
+void agr__worker_wake(struct agr_worker *w)
+{
+	if (atomic_exchange_explicit(&w->bell, AGR__BELL_RUNG,
+				     memory_order_seq_cst) == AGR__BELL_ARMED)
+		send_doorbell(w);
+}
+
+void agr__worker_post(struct agr_worker *w, struct agr__work *work)
+{
+	agr__mpsc_push(&w->inbox, &work->node);
+	agr__worker_wake(w);
+}
+
+/* ---- operations ---- */
+
+static struct agr__op *op_alloc(struct agr_worker *w)
+{
+	struct agr__op *op = w->free_ops;
+
+	if (op)
+		w->free_ops = op->next;
+	else
+		op = malloc(sizeof(*op));
+	return op;
+}
+
+static void op_track(struct agr_worker *w, struct agr__op *op)
+{
+	op->prev = NULL;
+	op->next = w->inflight_list;
+	if (op->next)
+		op->next->prev = op;
+	w->inflight_list = op;
+	w->inflight++;
+}
+
+static void op_untrack(struct agr_worker *w, struct agr__op *op)
+{
+	if (op->prev)
+		op->prev->next = op->next;
+	else
+		w->inflight_list = op->next;
+	if (op->next)
+		op->next->prev = op->prev;
+	w->inflight--;
+}
+
+static void op_free(struct agr_worker *w, struct agr__op *op)
+{
+	op->next = w->free_ops;
+	w->free_ops = op;
+}
+
+void agr__worker_flush(struct agr_worker *w)
+{
+	int ret;
+
+	for (;;) {
+		ret = io_uring_submit(&w->ring);
+		if (ret != -EBUSY && ret != -EAGAIN && ret != -EINTR)
+			break;
+		/* The kernel wants us to reap first; completions wait. */
+		io_uring_get_events(&w->ring);
+		sched_yield();
+	}
+	if (ret < 0)
+		agr__log(AGR_LOG_ERROR, "%s: io_uring_submit failed: %s",
+			 w->thread_name, strerror(-ret));
+}
+
+int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+		    struct io_uring_sqe **sqe_out, struct agr__op **op_out)
+{
+	struct io_uring_sqe *sqe;
+	struct agr__op *op;
+
+	if (!w || w != agr__current_worker || !cb || !sqe_out)
+		return -EINVAL;
+	if (w->closing)
+		return -ESHUTDOWN;
+	sqe = io_uring_get_sqe(&w->ring);
+	if (!sqe) {
+		agr__worker_flush(w); /* SQ full: hand it over, retry */
+		sqe = io_uring_get_sqe(&w->ring);
+		if (!sqe)
+			return -EBUSY;
+	}
+	op = op_alloc(w);
+	if (!op) {
+		/* Turn the taken SQE into a harmless no-op. */
+		io_uring_prep_nop(sqe);
+		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+		return -ENOMEM;
+	}
+	op->cb = cb;
+	op->arg = arg;
+	op->owner = w->current_owner;
+	op_track(w, op);
+	io_uring_sqe_set_data(sqe, op);
+	*sqe_out = sqe;
+	if (op_out)
+		*op_out = op;
+	return 0;
+}
+
+static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
+			 unsigned flags)
+{
+	struct agr__op *op;
+
+	if (ud == AGR__UD_BELL || ud == AGR__UD_IGNORE)
+		return;
+	if ((ud & 3) == AGR__UD_MSG_TAG) {
+		struct agr_worker *target =
+			(struct agr_worker *)(uintptr_t)(ud & ~(uint64_t)3);
+
+		agr__log(AGR_LOG_WARN, "%s: doorbell to %s failed: %s",
+			 w->thread_name, target->thread_name, strerror(-res));
+		/* Same scheduler: still alive, so ring again. */
+		if (target->sched == w->sched && !w->closing)
+			agr__msg_ring_from_thread(target->ring_fd,
+						  AGR__UD_BELL);
+		return;
+	}
+	op = (struct agr__op *)(uintptr_t)ud;
+	/* Its last CQE: no longer in flight, not even for its callback. */
+	if (!(flags & IORING_CQE_F_MORE))
+		op_untrack(w, op);
+	w->current_owner = op->owner; /* follow-up I/O has the same owner */
+	op->cb(res, op->arg);
+	w->current_owner = NULL;
+	if (!(flags & IORING_CQE_F_MORE))
+		op_free(w, op);
+}
+
+/* Runs the callbacks of every completion that is ready. */
+static unsigned reap(struct agr_worker *w)
+{
+	struct io_uring_cqe *cqes[CQE_BATCH];
+	uint64_t ud[CQE_BATCH];
+	unsigned flags[CQE_BATCH];
+	int res[CQE_BATCH];
+	unsigned n, i, total = 0;
+
+	do {
+		n = io_uring_peek_batch_cqe(&w->ring, cqes, CQE_BATCH);
+		/* Copy first: callbacks may submit and re-enter the ring. */
+		for (i = 0; i < n; i++) {
+			ud[i] = cqes[i]->user_data;
+			res[i] = cqes[i]->res;
+			flags[i] = cqes[i]->flags;
+		}
+		io_uring_cq_advance(&w->ring, n);
+		for (i = 0; i < n; i++)
+			complete_cqe(w, ud[i], res[i], flags[i]);
+		total += n;
+	} while (n == CQE_BATCH);
+	return total;
+}
+
+/* ---- inbox ---- */
+
+static struct agr__work *inbox_pop(struct agr_worker *w)
+{
+	struct agr__mpsc_node *n;
+	unsigned spins = 0;
+
+	for (;;) {
+		n = agr__mpsc_pop(&w->inbox);
+		if (n)
+			return agr__container_of(n, struct agr__work, node);
+		if (!agr__mpsc_maybe_nonempty(&w->inbox))
+			return NULL;
+		/* A producer is between its exchange and its link. */
+		if (++spins < 64)
+			agr__cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+/* Runs up to INBOX_BATCH items; true if more may be waiting. */
+static bool run_inbox(struct agr_worker *w)
+{
+	struct agr__work *work;
+	unsigned n;
+
+	for (n = 0; n < INBOX_BATCH; n++) {
+		if (atomic_load_explicit(&w->force, memory_order_relaxed))
+			return true;
+		work = inbox_pop(w);
+		if (!work)
+			return false;
+		work->fn(work, w, 0);
+	}
+	return true;
+}
+
+void agr__worker_drop_inbox(struct agr_worker *w)
+{
+	struct agr__work *work;
+
+	while ((work = inbox_pop(w)) != NULL)
+		work->fn(work, w, -ECANCELED);
+}
+
+/* ---- loop ---- */
+
+static bool must_wake(struct agr_worker *w)
+{
+	return agr__mpsc_maybe_nonempty(&w->inbox) ||
+	       atomic_load(&w->stop_requested) || atomic_load(&w->force);
+}
+
+/*
+ * Arms the doorbell and sleeps until a completion arrives, unless work
+ * showed up meanwhile. The re-check after arming pairs with the
+ * producer's push-then-exchange, so a wake-up cannot be lost.
+ */
+static void sleep_in_kernel(struct agr_worker *w)
+{
+	int ret;
+
+	atomic_store_explicit(&w->bell, AGR__BELL_ARMED, memory_order_seq_cst);
+	if (must_wake(w)) {
+		atomic_exchange_explicit(&w->bell, AGR__BELL_RUNG,
+					 memory_order_seq_cst);
+		return;
+	}
+	ret = io_uring_submit_and_wait(&w->ring, 1);
+	if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -EBUSY &&
+	    ret != -EAGAIN)
+		agr__log(AGR_LOG_ERROR, "%s: io_uring_submit_and_wait: %s",
+			 w->thread_name, strerror(-ret));
+	/* Awake: producers need not ring until we arm again. */
+	atomic_store_explicit(&w->bell, AGR__BELL_RUNG, memory_order_seq_cst);
+}
+
+/* Lets completions that arrived (DEFER_TASKRUN needs an enter) show. */
+static void poll_kernel(struct agr_worker *w)
+{
+	int ret = io_uring_submit_and_get_events(&w->ring);
+
+	if (ret == -EBUSY || ret == -EAGAIN)
+		reap(w);
+}
+
+struct io_uring_sqe *agr__worker_cancel_sqe(struct agr_worker *w)
+{
+	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+
+	if (!sqe) {
+		agr__worker_flush(w);
+		sqe = io_uring_get_sqe(&w->ring);
+	}
+	if (sqe)
+		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+	return sqe;
+}
+
+int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
+			   enum agr__op_match match)
+{
+	struct io_uring_sqe *sqe;
+	struct agr__op *op;
+	int n = 0;
+
+	for (op = w->inflight_list; op; op = op->next) {
+		if ((match == AGR__MATCH_OWNER ? op->owner : op->arg) != key)
+			continue;
+		sqe = agr__worker_cancel_sqe(w);
+		if (!sqe)
+			return n > 0 ? n : -EBUSY;
+		io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op, 0);
+		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+		n++;
+	}
+	return n;
+}
+
+static void cancel_inflight(struct agr_worker *w)
+{
+	struct io_uring_sqe *sqe = agr__worker_cancel_sqe(w);
+
+	if (!sqe)
+		return; /* retried on the next turn */
+	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
+	io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+}
+
+/*
+ * Immediate dispose on this worker: queued items are dropped (each is
+ * told), in-flight operations are cancelled and reaped, so their
+ * callbacks have all run (most with -ECANCELED) when the loop ends.
+ */
+static void tear_down(struct agr_worker *w)
+{
+	w->closing = true;
+	agr__worker_drop_inbox(w);
+	while (w->inflight > 0) {
+		cancel_inflight(w);
+		io_uring_submit_and_wait(&w->ring, 1);
+		reap(w);
+	}
+	agr__worker_drop_inbox(w);
+}
+
+static bool graceful_done(struct agr_worker *w)
+{
+	return atomic_load(&w->stop_requested) &&
+	       !agr__mpsc_maybe_nonempty(&w->inbox) && w->inflight == 0;
+}
+
+static void worker_loop(struct agr_worker *w)
+{
+	bool more;
+
+	for (;;) {
+		w->iterations++;
+		reap(w);
+		more = run_inbox(w);
+		if (atomic_load(&w->force)) {
+			tear_down(w);
+			break;
+		}
+		if (graceful_done(w))
+			break;
+		if (more)
+			poll_kernel(w);
+		else
+			sleep_in_kernel(w);
+	}
+	w->closing = true;
+	agr__worker_flush(w); /* doorbells to peers still queued */
+}
+
+static void set_thread_name(struct agr_worker *w)
+{
+	pthread_setname_np(pthread_self(), w->thread_name);
+}
+
+static void free_op_pool(struct agr_worker *w)
+{
+	struct agr__op *op;
+
+	while ((op = w->free_ops) != NULL) {
+		w->free_ops = op->next;
+		free(op);
+	}
+}
+
+void *agr__worker_main(void *arg)
+{
+	struct agr_worker *w = arg;
+	int ret;
+
+	set_thread_name(w);
+	agr__current_worker = w;
+	ret = agr__ring_init(&w->ring, WORKER_SQ_ENTRIES, WORKER_CQ_ENTRIES,
+			     w->thread_name, NULL);
+	if (ret == 0) {
+		w->ring_ready = true;
+		w->ring_fd = w->ring.ring_fd;
+	}
+	agr__scheduler_worker_ready(w->sched, ret);
+	if (ret == 0)
+		worker_loop(w);
+	free_op_pool(w);
+	agr__current_worker = NULL;
+	agr__scheduler_worker_exited(w->sched);
+	return NULL;
+}

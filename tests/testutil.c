@@ -1,0 +1,100 @@
+/* SPDX-License-Identifier: MIT */
+#include "testutil.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <liburing.h>
+
+void tu_require_io_uring(void)
+{
+	struct io_uring ring;
+	int ret = io_uring_queue_init(2, &ring, 0);
+
+	if (ret < 0) {
+		fprintf(stderr,
+			"SKIP: cannot create an io_uring ring: %s (seccomp, "
+			"kernel.io_uring_disabled or an old kernel)\n",
+			strerror(-ret));
+		exit(TU_SKIP);
+	}
+	io_uring_queue_exit(&ring);
+}
+
+int tu_run(Suite *s)
+{
+	SRunner *sr = srunner_create(s);
+	int failed;
+
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+uint64_t tu_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void tu_latch_init(struct tu_latch *l, int count)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&l->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	l->count = count;
+}
+
+void tu_latch_destroy(struct tu_latch *l)
+{
+	pthread_cond_destroy(&l->cond);
+	pthread_mutex_destroy(&l->lock);
+}
+
+void tu_latch_count_down(struct tu_latch *l)
+{
+	pthread_mutex_lock(&l->lock);
+	if (l->count > 0 && --l->count == 0)
+		pthread_cond_broadcast(&l->cond);
+	pthread_mutex_unlock(&l->lock);
+}
+
+bool tu_latch_wait(struct tu_latch *l, uint64_t timeout_ns)
+{
+	uint64_t deadline = tu_now_ns() + timeout_ns;
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline / 1000000000ull),
+		.tv_nsec = (long)(deadline % 1000000000ull),
+	};
+	bool ok;
+
+	pthread_mutex_lock(&l->lock);
+	while (l->count > 0) {
+		if (pthread_cond_timedwait(&l->cond, &l->lock, &ts) ==
+		    ETIMEDOUT)
+			break;
+	}
+	ok = l->count == 0;
+	pthread_mutex_unlock(&l->lock);
+	return ok;
+}
+
+int tu_latch_count(struct tu_latch *l)
+{
+	int n;
+
+	pthread_mutex_lock(&l->lock);
+	n = l->count;
+	pthread_mutex_unlock(&l->lock);
+	return n;
+}

@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * testutil.h - latches, clocks and the io_uring availability probe
+ * shared by the test programs.
+ */
+#ifndef AGR_TESTUTIL_H
+#define AGR_TESTUTIL_H
+
+#include <check.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+/* Automake's exit status for a skipped test. */
+#define TU_SKIP 77
+
+/* Generous: these run on loaded 2-core machines and under sanitizers. */
+#define TU_LONG_NS (30ull * 1000000000ull)
+
+/*
+ * Exits with 77 (SKIP) and says why when this process cannot create an
+ * io_uring ring (seccomp, kernel.io_uring_disabled, old kernel).
+ */
+void tu_require_io_uring(void);
+
+/* Runs `s` and returns the process exit status (0 when all passed). */
+int tu_run(Suite *s);
+
+uint64_t tu_now_ns(void);
+
+/* A count-down latch. */
+struct tu_latch {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int count;
+};
+
+void tu_latch_init(struct tu_latch *l, int count);
+void tu_latch_destroy(struct tu_latch *l);
+void tu_latch_count_down(struct tu_latch *l);
+/* True when the count reached zero before `timeout_ns` passed. */
+bool tu_latch_wait(struct tu_latch *l, uint64_t timeout_ns);
+int tu_latch_count(struct tu_latch *l);
+
+#endif /* AGR_TESTUTIL_H */
