@@ -121,6 +121,8 @@ static struct agr_worker *worker_new(struct agr_scheduler *s,
 	atomic_init(&w->stop_requested, false);
 	atomic_init(&w->force, false);
 	atomic_init(&w->interrupted, false);
+	atomic_init(&w->exited, false);
+	pthread_mutex_init(&w->orphan_lock, NULL);
 	w->ring_fd = -1;
 	w->sched = s;
 	w->index = index;
@@ -191,8 +193,12 @@ static void free_memory(struct agr_scheduler *s)
 	int i;
 
 	if (s->workers) {
-		for (i = 0; i < s->parallelism; i++)
+		for (i = 0; i < s->parallelism; i++) {
+			if (!s->workers[i])
+				continue;
+			pthread_mutex_destroy(&s->workers[i]->orphan_lock);
 			free(s->workers[i]);
+		}
 		free(s->workers);
 	}
 	pthread_cond_destroy(&s->cond);
@@ -323,13 +329,13 @@ int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns)
 	return ret;
 }
 
-/* Tasks can only be left in an inbox when a worker never started. */
+/* Items can only be left in an inbox of a worker that never started. */
 static void drop_leftovers(struct agr_scheduler *s)
 {
 	int i;
 
 	for (i = 0; i < s->parallelism; i++)
-		agr__worker_drop_inbox(s->workers[i]);
+		agr__worker_adopt_orphans(s->workers[i]);
 }
 
 void agr__scheduler_free(struct agr_scheduler *s)

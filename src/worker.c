@@ -96,7 +96,11 @@ void agr__worker_wake(struct agr_worker *w)
 void agr__worker_post(struct agr_worker *w, struct agr__work *work)
 {
 	agr__mpsc_push(&w->inbox, &work->node);
-	agr__worker_wake(w);
+	/* Pairs with the worker's store of `exited` before its last look. */
+	if (atomic_load(&w->exited))
+		agr__worker_adopt_orphans(w);
+	else
+		agr__worker_wake(w);
 }
 
 /* ---- operations ---- */
@@ -284,12 +288,26 @@ static bool run_inbox(struct agr_worker *w)
 	return true;
 }
 
-void agr__worker_drop_inbox(struct agr_worker *w)
+static void drop_inbox(struct agr_worker *w)
 {
 	struct agr__work *work;
 
 	while ((work = inbox_pop(w)) != NULL)
 		work->fn(work, w, -ECANCELED);
+}
+
+/* The worker whose orphans this thread is running, if any. */
+static _Thread_local struct agr_worker *adopting;
+
+void agr__worker_adopt_orphans(struct agr_worker *w)
+{
+	if (adopting == w)
+		return; /* a dropped item posted more: the loop below runs it */
+	pthread_mutex_lock(&w->orphan_lock);
+	adopting = w;
+	drop_inbox(w);
+	adopting = NULL;
+	pthread_mutex_unlock(&w->orphan_lock);
 }
 
 /* ---- loop ---- */
@@ -384,13 +402,13 @@ static void cancel_inflight(struct agr_worker *w)
 static void tear_down(struct agr_worker *w)
 {
 	w->closing = true;
-	agr__worker_drop_inbox(w);
+	drop_inbox(w);
 	while (w->inflight > 0) {
 		cancel_inflight(w);
 		io_uring_submit_and_wait(&w->ring, 1);
 		reap(w);
 	}
-	agr__worker_drop_inbox(w);
+	drop_inbox(w);
 }
 
 static bool graceful_done(struct agr_worker *w)
@@ -455,6 +473,9 @@ void *agr__worker_main(void *arg)
 		worker_loop(w);
 	free_op_pool(w);
 	agr__current_worker = NULL;
+	/* What was pushed after our last look is adopted, by us or them. */
+	atomic_store(&w->exited, true);
+	agr__worker_adopt_orphans(w);
 	agr__scheduler_worker_exited(w->sched);
 	return NULL;
 }

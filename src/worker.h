@@ -63,6 +63,13 @@ struct agr_worker {
 	atomic_bool stop_requested; /* graceful: drain, then leave */
 	atomic_bool force;	    /* immediate: drop, cancel, leave */
 	atomic_bool interrupted;    /* polled by a running task */
+	/*
+	 * Set when the thread has left its loop. From then on the inbox has
+	 * no consumer, so whoever pushes adopts what is queued, under
+	 * orphan_lock (see agr__worker_post).
+	 */
+	atomic_bool exited;
+	pthread_mutex_t orphan_lock;
 
 	/* Owned by the worker thread once it runs. */
 	AGR__ALIGNED_CACHELINE struct io_uring ring;
@@ -95,7 +102,9 @@ void *agr__worker_main(void *arg);
 
 /*
  * Pushes `work` to `w` and rings its doorbell if it may be asleep.
- * Caller is inside the owning scheduler's gate.
+ * Caller is inside the owning scheduler's gate, or is `w` itself, or
+ * pushes work that may also run after the thread has exited: then the
+ * caller runs it (and anything else queued) itself with -ECANCELED.
  */
 void agr__worker_post(struct agr_worker *w, struct agr__work *work);
 
@@ -125,7 +134,10 @@ enum agr__op_match { AGR__MATCH_OWNER, AGR__MATCH_ARG };
 int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
 			   enum agr__op_match match);
 
-/* Drops every queued item: its fn runs with -ECANCELED. */
-void agr__worker_drop_inbox(struct agr_worker *w);
+/*
+ * Once `w` has exited: runs every queued item with -ECANCELED on the
+ * calling thread, one caller at a time.
+ */
+void agr__worker_adopt_orphans(struct agr_worker *w);
 
 #endif /* AGR_WORKER_H */
