@@ -11,6 +11,7 @@
 #include <aggring/scheduler.h>
 #include <aggring/supplier.h>
 #include <aggring/group_key.h>
+#include <aggring/dispatcher.h>
 #include <aggring/io.h>
 
 #endif /* AGGRING_H */

@@ -1,0 +1,247 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * aggring/dispatcher.h - per-aggregate message dispatch: groups that run
+ * serially on one ring each, concurrently with each other.
+ *
+ * A dispatcher serves one named aggregate. Each message goes to group
+ * floorMod(hash(aggregate id), parallelism) (aggring/group_key.h), and
+ * group g always runs on worker g % (scheduler parallelism) of the named
+ * aggregate's scheduler. Within a group, messages are handled strictly
+ * one at a time, in the order they were admitted, and a message that
+ * completes asynchronously (AGR_PENDING) holds its group until
+ * agr_exchange_done(). Different groups run concurrently, on the same
+ * worker as well as on different ones.
+ *
+ * Accounting: agr_dispatcher_send() returns 0 when it admits a message,
+ * and then the completion callback runs exactly once for it, with 0
+ * (handled), the first error of its functions, or AGR_DISCARDED
+ * (dropped unhandled by a force stop). A message that is not admitted
+ * never sees the callback: the caller still owns it and may redeliver.
+ *
+ * Lifecycle: new -> (sends are admitted and wait) -> start -> quiesce
+ * (intake closes) -> stop_gracefully (every admitted message completes)
+ * or force_stop (queued messages are discarded, in-progress I/O is
+ * cancelled) -> free.
+ */
+#ifndef AGGRING_DISPATCHER_H
+#define AGGRING_DISPATCHER_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aggring/common.h>
+#include <aggring/supplier.h>
+#include <aggring/worker.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* A function's "I will call agr_exchange_done() later". */
+#define AGR_PENDING 1
+
+/* Completion status of a message dropped unhandled. */
+#define AGR_DISCARDED (-ECANCELED)
+
+/*
+ * A message. Sending does not copy it: it stays the caller's, must stay
+ * alive and unchanged from agr_dispatcher_send() until its completion
+ * callback, and must not be sent again before then. `internal_` belongs
+ * to aggring while the message is in flight; initialise it to zero.
+ */
+typedef struct agr_message {
+	const char *aggregate_id; /* routes the message; not NULL */
+	const char *type;	  /* selects functions; may be NULL */
+	const void *body;
+	size_t body_len;
+	void *user; /* free for the caller */
+	struct {
+		uint64_t opaque_[6];
+	} internal_;
+} agr_message;
+
+typedef struct agr_dispatcher agr_dispatcher;
+
+/* The handling of one message by the functions that match it. */
+typedef struct agr_exchange agr_exchange;
+
+/*
+ * A function registered for a message type. Runs on the group's worker.
+ * Returns 0 when done, AGR_PENDING when it will call agr_exchange_done()
+ * later (typically from an I/O callback), or a negative errno, which
+ * becomes the message's status. Any other value is reported as -EINVAL.
+ */
+typedef int (*agr_handler_fn)(agr_exchange *ex, void *arg);
+
+/*
+ * Runs once per admitted message, on the group's worker (or, for a
+ * message discarded before it reached one, on the thread that stops the
+ * dispatcher). The message is the caller's again when this is called.
+ */
+typedef void (*agr_complete_fn)(agr_message *msg, int status, void *arg);
+
+/* Custom routing: returns a group in [0, parallelism). */
+typedef int (*agr_group_key_fn)(const agr_message *msg, int parallelism,
+				void *arg);
+
+typedef struct agr_dispatcher_options {
+	const char *name;		/* for logs and threads; not NULL */
+	agr_named_aggregate named_aggregate;
+	/*
+	 * Number of groups; 0 means 64 x online CPUs, or the environment
+	 * variable AGR_PARALLELISM when set.
+	 */
+	int parallelism;
+	/*
+	 * Where the dispatcher gets its scheduler (get_or_init of the named
+	 * aggregate). With owns_supplier the dispatcher stops the supplier
+	 * after its own stop and frees it in agr_dispatcher_free();
+	 * otherwise the supplier (or the owner of a borrowed view) must
+	 * outlive the dispatcher.
+	 */
+	agr_supplier *supplier;
+	bool owns_supplier;
+	agr_complete_fn on_complete; /* not NULL */
+	void *complete_arg;
+	agr_group_key_fn group_key; /* NULL: agr_group_key(aggregate_id) */
+	void *group_key_arg;
+	/* Messages one group may hold before sends get -EAGAIN; 0: none. */
+	unsigned queue_limit;
+} agr_dispatcher_options;
+
+/*
+ * Creates a dispatcher and gets (or creates) its scheduler. Returns 0,
+ * -EINVAL (NULL or empty name, invalid named aggregate, no supplier or
+ * callback, negative parallelism, invalid AGR_PARALLELISM), -ENOMEM,
+ * -ESHUTDOWN (the supplier is stopping), or the error that kept the
+ * scheduler's rings from starting (see agr_supplier_get_or_init()).
+ */
+AGR_API int agr_dispatcher_new(const agr_dispatcher_options *options,
+			       agr_dispatcher **out);
+
+/*
+ * Registers fn for messages whose type equals `type`; NULL matches every
+ * message. All functions that match one message start together on its
+ * group's worker, in no promised order; the message is done when all
+ * are. Only before agr_dispatcher_start(): -EBUSY after. Returns 0,
+ * -EINVAL, -ENOMEM, -EBUSY.
+ */
+AGR_API int agr_dispatcher_register(agr_dispatcher *d, const char *type,
+				    agr_handler_fn fn, void *arg);
+
+/*
+ * Starts handling. Messages admitted before start are handled now, in
+ * order. Returns 0 (also when already running), -ESHUTDOWN once quiesced
+ * or stopped, -EINVAL.
+ */
+AGR_API int agr_dispatcher_start(agr_dispatcher *d);
+
+/*
+ * Admits `msg` into its group. Returns 0 (admitted: the completion
+ * callback will run exactly once), -EINVAL (NULL message or aggregate
+ * id, or a custom group key out of range), -ESHUTDOWN (quiesced or
+ * stopped, or the scheduler is disposed: not admitted, the callback will
+ * never run), -EAGAIN (the group holds queue_limit messages). Lock-free;
+ * callable from any thread, including handlers of other dispatchers.
+ */
+AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg);
+
+/*
+ * Admits msgs[0..n) in order and wakes each worker at most once.
+ * Stops at the first message it cannot admit: *admitted (if not NULL)
+ * is the number admitted, and the return value is 0 when all were, or
+ * that message's error.
+ */
+AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
+				      size_t n, size_t *admitted);
+
+/*
+ * Closes intake at once: later sends get -ESHUTDOWN. Admitted messages
+ * still complete. Before start, the dispatcher stops for good and
+ * messages admitted before start are discarded. Idempotent.
+ */
+AGR_API int agr_dispatcher_quiesce(agr_dispatcher *d);
+
+/*
+ * Quiesces if needed, then waits up to `timeout_ns` until every admitted
+ * message has completed, the active ones and those queued behind them,
+ * in order. With owns_supplier, then stops the supplier within the same
+ * deadline. Returns 0, -ETIMEDOUT (this wait ran out; the stop goes on,
+ * and a later call or agr_dispatcher_force_stop() can finish it),
+ * -EINVAL. Must not be called from one of the dispatcher's workers.
+ */
+AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
+					   uint64_t timeout_ns);
+
+/*
+ * Stops now and returns without waiting: intake closes, queued messages
+ * complete with AGR_DISCARDED on their workers, and the ring operations
+ * of messages in progress are cancelled (their callbacks get
+ * -ECANCELED; the message completes when its functions call
+ * agr_exchange_done()). With owns_supplier, force-stops the supplier
+ * too. Idempotent. Returns 0 or -EINVAL.
+ */
+AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d);
+
+/*
+ * Force-stops if still running, waits until every admitted message has
+ * completed (so it blocks while a function never calls
+ * agr_exchange_done()), frees the dispatcher and, with owns_supplier,
+ * the supplier. Not from one of its workers. NULL is a no-op.
+ */
+AGR_API void agr_dispatcher_free(agr_dispatcher *d);
+
+AGR_API const char *agr_dispatcher_name(const agr_dispatcher *d);
+/* Number of groups. */
+AGR_API int agr_dispatcher_parallelism(const agr_dispatcher *d);
+/* The named aggregate's scheduler. */
+AGR_API agr_scheduler *agr_dispatcher_scheduler(const agr_dispatcher *d);
+/* The group `msg` would go to, or -EINVAL. */
+AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
+				    const agr_message *msg);
+
+/*
+ * Counters since creation. Exact once the dispatcher has stopped; while
+ * it runs they may lag: admitted counts a message when its group's
+ * worker takes it from the queue, so that sending stays cheap.
+ */
+typedef struct agr_dispatcher_stats {
+	uint64_t admitted;  /* send returned 0 */
+	uint64_t refused;   /* send returned -ESHUTDOWN or -EAGAIN */
+	uint64_t handled;   /* completed with status 0 by a function */
+	uint64_t failed;    /* completed with a function's error */
+	uint64_t skipped;   /* no function matched; completed with 0 */
+	uint64_t discarded; /* completed with AGR_DISCARDED */
+} agr_dispatcher_stats;
+
+AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
+				     agr_dispatcher_stats *out);
+
+/* ---- inside a function ---- */
+
+/* The message being handled. */
+AGR_API agr_message *agr_exchange_message(agr_exchange *ex);
+/* Its group, in [0, parallelism). */
+AGR_API int agr_exchange_group(agr_exchange *ex);
+/* The worker the group runs on: pass it to aggring/io.h. */
+AGR_API agr_worker *agr_exchange_worker(agr_exchange *ex);
+AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex);
+
+/*
+ * Finishes one function that returned AGR_PENDING; `status` is 0 or a
+ * negative errno. When every function of the message has finished, the
+ * message completes and its group moves on. Call it once per pending
+ * function, best on the group's worker (from another thread it is
+ * forwarded to the worker). A call with nothing pending is ignored and
+ * reported through the log hook; a call after the completion callback
+ * returned is undefined, as the message is the caller's again.
+ */
+AGR_API void agr_exchange_done(agr_exchange *ex, int status);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AGGRING_DISPATCHER_H */

@@ -1,0 +1,1047 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * dispatcher.c - messages routed to groups; each group runs serially on
+ * one worker; groups run concurrently.
+ *
+ * A group is an intrusive MPSC queue of messages plus an atomic state.
+ * The send that moves a group from idle to scheduled posts the group's
+ * activation (one work item, embedded in the group) to its worker; every
+ * other send only pushes. The worker drains the group one message at a
+ * time; when the queue is empty it marks the group idle and looks once
+ * more, so a message pushed meanwhile is never stranded. A message whose
+ * functions return AGR_PENDING keeps the group busy until the last
+ * agr_exchange_done(), which re-posts the activation.
+ *
+ * `active` counts groups that are not idle (plus pending sweeps): a
+ * graceful stop closes the gate, waits for senders inside it to leave,
+ * then waits for `active` to reach zero.
+ */
+#include "dispatcher.h"
+#include "scheduler.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include <aggring/dispatcher.h>
+#include <aggring/group_key.h>
+
+#define DRAIN_LIMIT 64 /* messages per activation, for fairness */
+
+enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED };
+
+enum ex_flags { EX_STARTING = 1u, EX_DONE = 2u };
+
+/* Lives in agr_message.internal_ while the message is in flight. */
+struct agr_exchange {
+	struct agr__mpsc_node node;
+	struct group *group;
+	int pending; /* functions not yet finished */
+	int status;  /* first error */
+	unsigned flags;
+	unsigned matched;
+};
+
+_Static_assert(sizeof(struct agr_exchange) <=
+		       sizeof(((agr_message *)0)->internal_),
+	       "agr_message.internal_ is too small for the exchange");
+
+struct group {
+	struct agr__mpsc queue;
+	/* Written by senders. */
+	AGR__ALIGNED_CACHELINE atomic_int state;
+	atomic_uint depth; /* only with a queue limit */
+	atomic_uint_fast64_t refused;
+	/* Written by the worker. */
+	AGR__ALIGNED_CACHELINE struct agr__work work; /* the activation */
+	struct agr_dispatcher *d;
+	struct agr_worker *worker;
+	struct agr_exchange *current; /* waiting for agr_exchange_done() */
+	unsigned index;
+	/*
+	 * One writer at a time (the worker, or a stopping thread when no
+	 * worker can run the group), so a plain bump suffices; atomic only
+	 * so that agr_dispatcher_stats_get() may read them meanwhile.
+	 * Admissions are counted when the worker dequeues: a lock-free
+	 * send then pays no extra atomic operation.
+	 */
+	atomic_uint_fast64_t admitted, handled, failed, skipped, discarded;
+};
+
+struct handler {
+	char *type; /* NULL: every message */
+	agr_handler_fn fn;
+	void *arg;
+};
+
+/* A force stop's visit to one worker: cancels in-progress I/O. */
+struct sweep {
+	struct agr__work work;
+	struct agr_dispatcher *d;
+	unsigned worker_index;
+};
+
+enum lifecycle { D_NEW, D_RUNNING, D_QUIESCED };
+
+struct agr_dispatcher {
+	/* bit 0: intake closed; the rest counts senders inside. */
+	AGR__ALIGNED_CACHELINE atomic_uint_fast64_t gate;
+	AGR__ALIGNED_CACHELINE atomic_long active;
+	atomic_bool started;
+	atomic_bool forced;
+
+	AGR__ALIGNED_CACHELINE char *name;
+	int parallelism;
+	struct group *groups;
+	agr_supplier *supplier;
+	bool owns_supplier;
+	agr_scheduler *sched;
+	agr_complete_fn on_complete;
+	void *complete_arg;
+	agr_group_key_fn group_key;
+	void *group_key_arg;
+	unsigned queue_limit;
+	struct handler *handlers;
+	size_t nhandlers;
+	struct sweep *sweeps;
+	struct agr__lease_ops lease; /* acquire NULL: no leases */
+
+	pthread_mutex_t lock; /* lifecycle; `cond` signals active == 0 */
+	pthread_cond_t cond;
+	enum lifecycle lifecycle;
+};
+
+static inline struct agr_exchange *exchange_of(agr_message *msg)
+{
+	return (struct agr_exchange *)(void *)&msg->internal_;
+}
+
+static inline agr_message *message_of(struct agr_exchange *ex)
+{
+	return agr__container_of(ex, agr_message, internal_);
+}
+
+/* ---- the active count ---- */
+
+static void active_add(struct agr_dispatcher *d)
+{
+	atomic_fetch_add(&d->active, 1);
+}
+
+static void active_sub(struct agr_dispatcher *d)
+{
+	/* Reaching zero is rare under load; then waiters are told. */
+	if (atomic_fetch_sub(&d->active, 1) == 1) {
+		pthread_mutex_lock(&d->lock);
+		pthread_cond_broadcast(&d->cond);
+		pthread_mutex_unlock(&d->lock);
+	}
+}
+
+static int wait_idle(struct agr_dispatcher *d, uint64_t deadline)
+{
+	struct timespec ts = agr__timespec_of(deadline);
+	int ret = 0;
+
+	pthread_mutex_lock(&d->lock);
+	while (atomic_load(&d->active) > 0 && ret == 0) {
+		if (deadline == UINT64_MAX)
+			pthread_cond_wait(&d->cond, &d->lock);
+		else if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) ==
+			 ETIMEDOUT)
+			ret = atomic_load(&d->active) > 0 ? -ETIMEDOUT : 0;
+	}
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/* ---- the intake gate ---- */
+
+static bool gate_enter(struct agr_dispatcher *d)
+{
+	uint_fast64_t g = atomic_fetch_add_explicit(&d->gate, 2,
+						    memory_order_acquire);
+
+	if (agr__likely(!(g & 1)))
+		return true;
+	atomic_fetch_sub_explicit(&d->gate, 2, memory_order_release);
+	return false;
+}
+
+static void gate_leave(struct agr_dispatcher *d)
+{
+	atomic_fetch_sub_explicit(&d->gate, 2, memory_order_release);
+}
+
+static void gate_close(struct agr_dispatcher *d)
+{
+	unsigned spins = 0;
+
+	atomic_fetch_or(&d->gate, 1);
+	while (atomic_load(&d->gate) >> 1) {
+		if (++spins < 128)
+			agr__cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+/* ---- completion ---- */
+
+/* A counter with one writer at a time. */
+static void bump(atomic_uint_fast64_t *counter)
+{
+	atomic_store_explicit(counter,
+			      atomic_load_explicit(counter,
+						   memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/* A counter any sender may bump. */
+static void count(atomic_uint_fast64_t *counter)
+{
+	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
+}
+
+static void complete(struct group *g, struct agr_exchange *ex, int status)
+{
+	struct agr_dispatcher *d = g->d;
+
+	ex->flags |= EX_DONE;
+	if (d->queue_limit)
+		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
+	d->on_complete(message_of(ex), status, d->complete_arg);
+	if (d->lease.release)
+		d->lease.release(d->lease.arg);
+}
+
+static void discard(struct group *g, struct agr_exchange *ex)
+{
+	bump(&g->discarded);
+	complete(g, ex, AGR_DISCARDED);
+}
+
+static void finish(struct group *g, struct agr_exchange *ex)
+{
+	g->current = NULL;
+	if (ex->matched == 0)
+		bump(&g->skipped);
+	else if (ex->status < 0)
+		bump(&g->failed);
+	else
+		bump(&g->handled);
+	complete(g, ex, ex->status < 0 ? ex->status : 0);
+}
+
+static void record_status(struct agr_exchange *ex, int status)
+{
+	if (status < 0 && ex->status == 0)
+		ex->status = status;
+}
+
+/* ---- running a group (on its worker) ---- */
+
+static struct agr_exchange *pop_message(struct group *g)
+{
+	struct agr__mpsc_node *n;
+	unsigned spins = 0;
+
+	for (;;) {
+		n = agr__mpsc_pop(&g->queue);
+		if (n) {
+			bump(&g->admitted);
+			return agr__container_of(n, struct agr_exchange, node);
+		}
+		if (!agr__mpsc_maybe_nonempty(&g->queue))
+			return NULL;
+		/* A sender is between its exchange and its link. */
+		if (++spins < 64)
+			agr__cpu_relax();
+		else
+			sched_yield();
+	}
+}
+
+static bool handler_matches(const struct handler *h, const agr_message *msg)
+{
+	if (!h->type)
+		return true;
+	return msg->type && strcmp(h->type, msg->type) == 0;
+}
+
+static void call_handler(struct agr_exchange *ex, const struct handler *h)
+{
+	int r;
+
+	ex->matched++;
+	ex->pending++;
+	r = h->fn(ex, h->arg);
+	if (r == AGR_PENDING)
+		return;
+	ex->pending--;
+	if (r > 0) {
+		agr__log(AGR_LOG_ERROR,
+			 "%s: a function for type \"%s\" returned %d, which is "
+			 "neither 0, AGR_PENDING nor a negative errno",
+			 ex->group->d->name,
+			 message_of(ex)->type ? message_of(ex)->type : "",
+			 r);
+		r = -EINVAL;
+	}
+	record_status(ex, r);
+}
+
+/* Starts every matching function; true if the message finished. */
+static bool start_message(struct group *g, struct agr_exchange *ex)
+{
+	struct agr_dispatcher *d = g->d;
+	agr_message *msg = message_of(ex);
+	size_t i;
+
+	g->current = ex;
+	ex->flags = EX_STARTING;
+	g->worker->current_owner = ex; /* its I/O can be cancelled */
+	for (i = 0; i < d->nhandlers; i++)
+		if (handler_matches(&d->handlers[i], msg))
+			call_handler(ex, &d->handlers[i]);
+	g->worker->current_owner = NULL;
+	ex->flags &= ~EX_STARTING;
+	if (ex->pending > 0)
+		return false;
+	finish(g, ex);
+	return true;
+}
+
+/*
+ * Marks the group idle unless a message arrived; true if it is idle.
+ * The look after the store pairs with the sender's push-then-load.
+ */
+static bool go_idle(struct group *g)
+{
+	int expected = G_IDLE;
+
+	atomic_store(&g->state, G_IDLE);
+	if (agr__mpsc_maybe_nonempty(&g->queue) &&
+	    atomic_compare_exchange_strong(&g->state, &expected, G_RUNNING))
+		return false;
+	/* Idle, or a sender re-scheduled it and counted it again. */
+	active_sub(g->d);
+	return true;
+}
+
+static void drain(struct group *g)
+{
+	struct agr_exchange *ex;
+	unsigned n = 0;
+
+	while (n < DRAIN_LIMIT) {
+		if (g->current)
+			return; /* agr_exchange_done() resumes the group */
+		ex = pop_message(g);
+		if (!ex) {
+			if (go_idle(g))
+				return;
+			continue;
+		}
+		n++;
+		if (atomic_load_explicit(&g->d->forced, memory_order_relaxed))
+			discard(g, ex);
+		else
+			start_message(g, ex);
+	}
+	/* Let other groups of this worker run; our state stays RUNNING. */
+	agr__worker_post(g->worker, &g->work);
+}
+
+/* Discards everything queued and leaves the group idle for good. */
+static void discard_all(struct group *g)
+{
+	struct agr_exchange *ex;
+
+	while ((ex = pop_message(g)) != NULL)
+		discard(g, ex);
+	atomic_store(&g->state, G_IDLE);
+	active_sub(g->d);
+}
+
+static void run_group(struct agr__work *work, struct agr_worker *w,
+		      int status)
+{
+	struct group *g = agr__container_of(work, struct group, work);
+
+	(void)w;
+	if (status != 0) {
+		/* The scheduler was disposed immediately: nothing will run. */
+		discard_all(g);
+		return;
+	}
+	atomic_store_explicit(&g->state, G_RUNNING, memory_order_relaxed);
+	drain(g);
+}
+
+/* ---- exchange ---- */
+
+AGR_API agr_message *agr_exchange_message(agr_exchange *ex)
+{
+	return ex ? message_of(ex) : NULL;
+}
+
+AGR_API int agr_exchange_group(agr_exchange *ex)
+{
+	return ex ? (int)ex->group->index : -EINVAL;
+}
+
+AGR_API agr_worker *agr_exchange_worker(agr_exchange *ex)
+{
+	return ex ? ex->group->worker : NULL;
+}
+
+AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex)
+{
+	return ex ? ex->group->d : NULL;
+}
+
+static void done_on_worker(struct agr_exchange *ex, int status)
+{
+	struct group *g = ex->group;
+
+	if (ex->pending <= 0 || (ex->flags & EX_DONE)) {
+		agr__log(AGR_LOG_WARN,
+			 "%s: agr_exchange_done() called with no function "
+			 "pending; ignored", g->d->name);
+		return;
+	}
+	record_status(ex, status);
+	if (--ex->pending > 0 || (ex->flags & EX_STARTING))
+		return;
+	finish(g, ex);
+	agr__worker_post(g->worker, &g->work); /* take the next message */
+}
+
+struct forwarded_done {
+	struct agr__work work;
+	struct agr_exchange *ex;
+	int status;
+};
+
+/*
+ * Runs on the group's worker, or after its thread has been joined: both
+ * are the only thread touching the exchange, so the result applies.
+ */
+static void run_forwarded_done(struct agr__work *work, struct agr_worker *w,
+			       int status)
+{
+	struct forwarded_done *f =
+		agr__container_of(work, struct forwarded_done, work);
+
+	(void)w;
+	(void)status;
+	done_on_worker(f->ex, f->status);
+	free(f);
+}
+
+AGR_API void agr_exchange_done(agr_exchange *ex, int status)
+{
+	struct forwarded_done *f;
+
+	if (!ex) {
+		agr__log(AGR_LOG_WARN, "agr_exchange_done(NULL); ignored");
+		return;
+	}
+	if (agr__current_worker == ex->group->worker) {
+		done_on_worker(ex, status);
+		return;
+	}
+	/*
+	 * From another thread: hand it to the worker. The worker's ring
+	 * stays open while the message is in flight, since the dispatcher
+	 * (and so the scheduler) cannot be freed before it completes.
+	 */
+	f = malloc(sizeof(*f));
+	if (!f) {
+		agr__log(AGR_LOG_ERROR,
+			 "agr_exchange_done: out of memory forwarding to the "
+			 "worker; the message stays pending");
+		return;
+	}
+	f->work.fn = run_forwarded_done;
+	f->ex = ex;
+	f->status = status;
+	agr__worker_post(ex->group->worker, &f->work);
+}
+
+/* ---- creation ---- */
+
+static int resolve_parallelism(int parallelism)
+{
+	int env;
+
+	if (parallelism < 0)
+		return -EINVAL;
+	if (parallelism > 0)
+		return parallelism;
+	env = agr__env_positive_int("AGR_PARALLELISM");
+	if (env != 0)
+		return env;
+	return 64 * agr__online_cpus();
+}
+
+static int check_options(const agr_dispatcher_options *o)
+{
+	const agr_named_aggregate *n = &o->named_aggregate;
+
+	if (!o->name || !*o->name || !o->supplier || !o->on_complete ||
+	    !n->context_name || !*n->context_name || !n->aggregate_name ||
+	    !*n->aggregate_name)
+		return -EINVAL;
+	return 0;
+}
+
+static void init_groups(struct agr_dispatcher *d)
+{
+	int i;
+
+	for (i = 0; i < d->parallelism; i++) {
+		struct group *g = &d->groups[i];
+
+		agr__mpsc_init(&g->queue);
+		atomic_init(&g->state, G_IDLE);
+		atomic_init(&g->depth, 0);
+		atomic_init(&g->admitted, 0);
+		atomic_init(&g->refused, 0);
+		atomic_init(&g->handled, 0);
+		atomic_init(&g->failed, 0);
+		atomic_init(&g->skipped, 0);
+		atomic_init(&g->discarded, 0);
+		g->work.fn = run_group;
+		g->d = d;
+		g->worker = agr__scheduler_worker(d->sched, (unsigned)i);
+		g->index = (unsigned)i;
+	}
+}
+
+static void init_sweeps(struct agr_dispatcher *d)
+{
+	int i;
+
+	for (i = 0; i < d->sched->parallelism; i++) {
+		d->sweeps[i].d = d;
+		d->sweeps[i].worker_index = (unsigned)i;
+	}
+}
+
+static void free_memory(struct agr_dispatcher *d)
+{
+	size_t i;
+
+	for (i = 0; i < d->nhandlers; i++)
+		free(d->handlers[i].type);
+	free(d->handlers);
+	free(d->sweeps);
+	free(d->groups);
+	free(d->name);
+	pthread_cond_destroy(&d->cond);
+	pthread_mutex_destroy(&d->lock);
+	free(d);
+}
+
+static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
+			    struct agr_dispatcher **out)
+{
+	struct agr_dispatcher *d;
+	pthread_condattr_t ca;
+
+	if (posix_memalign((void **)&d, AGR__CACHELINE, sizeof(*d)) != 0)
+		return -ENOMEM;
+	memset(d, 0, sizeof(*d));
+	atomic_init(&d->gate, 0);
+	atomic_init(&d->active, 0);
+	atomic_init(&d->started, false);
+	atomic_init(&d->forced, false);
+	pthread_mutex_init(&d->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&d->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	d->parallelism = parallelism;
+	d->name = strdup(o->name);
+	if (posix_memalign((void **)&d->groups, AGR__CACHELINE,
+			   (size_t)parallelism * sizeof(*d->groups)) != 0)
+		d->groups = NULL;
+	if (!d->name || !d->groups) {
+		free_memory(d);
+		return -ENOMEM;
+	}
+	memset(d->groups, 0, (size_t)parallelism * sizeof(*d->groups));
+	*out = d;
+	return 0;
+}
+
+AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
+			       agr_dispatcher **out)
+{
+	struct agr_dispatcher *d;
+	int parallelism, ret;
+
+	if (!o || !out || check_options(o))
+		return -EINVAL;
+	parallelism = resolve_parallelism(o->parallelism);
+	if (parallelism < 0)
+		return parallelism;
+	ret = alloc_dispatcher(o, parallelism, &d);
+	if (ret)
+		return ret;
+	ret = agr_supplier_get_or_init(o->supplier, &o->named_aggregate,
+				       &d->sched);
+	if (!ret) {
+		d->sweeps = calloc((size_t)d->sched->parallelism,
+				   sizeof(*d->sweeps));
+		if (!d->sweeps)
+			ret = -ENOMEM;
+	}
+	if (ret) {
+		free_memory(d);
+		return ret;
+	}
+	d->supplier = o->supplier;
+	d->owns_supplier = o->owns_supplier;
+	d->on_complete = o->on_complete;
+	d->complete_arg = o->complete_arg;
+	d->group_key = o->group_key;
+	d->group_key_arg = o->group_key_arg;
+	d->queue_limit = o->queue_limit;
+	d->lifecycle = D_NEW;
+	init_groups(d);
+	init_sweeps(d);
+	*out = d;
+	return 0;
+}
+
+AGR_API int agr_dispatcher_register(agr_dispatcher *d, const char *type,
+				    agr_handler_fn fn, void *arg)
+{
+	struct handler *h;
+	char *copy = NULL;
+	int ret = 0;
+
+	if (!d || !fn)
+		return -EINVAL;
+	if (type && !(copy = strdup(type)))
+		return -ENOMEM;
+	pthread_mutex_lock(&d->lock);
+	if (d->lifecycle != D_NEW || atomic_load(&d->started)) {
+		ret = -EBUSY;
+	} else {
+		h = realloc(d->handlers, (d->nhandlers + 1) * sizeof(*h));
+		if (!h) {
+			ret = -ENOMEM;
+		} else {
+			d->handlers = h;
+			h[d->nhandlers++] = (struct handler){ copy, fn, arg };
+			copy = NULL;
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	free(copy);
+	return ret;
+}
+
+int agr__dispatcher_set_lease(agr_dispatcher *d,
+			      const struct agr__lease_ops *ops)
+{
+	int ret = 0;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	if (d->lifecycle != D_NEW)
+		ret = -EBUSY;
+	else if (ops)
+		d->lease = *ops;
+	else
+		memset(&d->lease, 0, sizeof(d->lease));
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/* ---- sending ---- */
+
+static int route(const struct agr_dispatcher *d, const agr_message *msg)
+{
+	int key;
+
+	if (!d->group_key)
+		return agr_group_key(msg->aggregate_id, d->parallelism);
+	key = d->group_key(msg, d->parallelism, d->group_key_arg);
+	if (key < 0 || key >= d->parallelism) {
+		agr__log(AGR_LOG_ERROR,
+			 "%s: custom group key %d is outside [0, %d)", d->name,
+			 key, d->parallelism);
+		return -EINVAL;
+	}
+	return key;
+}
+
+AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
+				    const agr_message *msg)
+{
+	if (!d || !msg || !msg->aggregate_id)
+		return -EINVAL;
+	return route(d, msg);
+}
+
+/*
+ * Moves an idle group to scheduled; true if this call did, and so owes
+ * the group its activation.
+ */
+static bool schedule_if_idle(struct group *g)
+{
+	int expected = G_IDLE;
+
+	if (atomic_load(&g->state) != G_IDLE ||
+	    !atomic_compare_exchange_strong(&g->state, &expected, G_SCHEDULED))
+		return false;
+	active_add(g->d);
+	return true;
+}
+
+/* Pushes msg; returns its group, or NULL with *err set. */
+static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
+			   int *err)
+{
+	struct agr_exchange *ex;
+	struct group *g;
+	int key = route(d, msg);
+
+	if (key < 0) {
+		*err = key;
+		return NULL;
+	}
+	g = &d->groups[key];
+	if (d->queue_limit &&
+	    atomic_fetch_add_explicit(&g->depth, 1, memory_order_relaxed) >=
+		    d->queue_limit) {
+		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
+		count(&g->refused);
+		*err = -EAGAIN;
+		return NULL;
+	}
+	if (d->lease.acquire && !d->lease.acquire(d->lease.arg)) {
+		if (d->queue_limit)
+			atomic_fetch_sub_explicit(&g->depth, 1,
+						  memory_order_relaxed);
+		count(&g->refused);
+		*err = -ESHUTDOWN;
+		return NULL;
+	}
+	ex = exchange_of(msg);
+	ex->group = g;
+	ex->pending = 0;
+	ex->status = 0;
+	ex->flags = 0;
+	ex->matched = 0;
+	agr__mpsc_push(&g->queue, &ex->node);
+	return g;
+}
+
+/*
+ * Before start an activation waits (parked); start posts it. The
+ * re-check after parking pairs with start's store-then-scan.
+ */
+static bool park_unless_started(struct group *g)
+{
+	int expected = G_SCHEDULED;
+
+	if (atomic_load(&g->d->started))
+		return false;
+	atomic_compare_exchange_strong(&g->state, &expected, G_PARKED);
+	if (!atomic_load(&g->d->started))
+		return true;
+	expected = G_PARKED;
+	return !atomic_compare_exchange_strong(&g->state, &expected,
+					       G_SCHEDULED);
+}
+
+static void activate(struct group *g)
+{
+	if (!park_unless_started(g))
+		agr__worker_post(g->worker, &g->work);
+}
+
+/* Both gates: intake, then the scheduler (its rings stay open). */
+static int enter(struct agr_dispatcher *d)
+{
+	if (!gate_enter(d))
+		return -ESHUTDOWN;
+	if (!agr__scheduler_enter(d->sched)) {
+		gate_leave(d);
+		return -ESHUTDOWN;
+	}
+	return 0;
+}
+
+static void leave(struct agr_dispatcher *d)
+{
+	agr__scheduler_leave(d->sched);
+	gate_leave(d);
+}
+
+static int refuse(struct agr_dispatcher *d, agr_message *msg, int err)
+{
+	/* Count against the message's group, if it has one. */
+	int key = err == -ESHUTDOWN ? route(d, msg) : -1;
+
+	if (key >= 0)
+		count(&d->groups[key].refused);
+	return err;
+}
+
+AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg)
+{
+	struct group *g;
+	int ret;
+
+	if (!d || !msg || !msg->aggregate_id)
+		return -EINVAL;
+	ret = enter(d);
+	if (ret)
+		return refuse(d, msg, ret);
+	g = admit(d, msg, &ret);
+	if (g && schedule_if_idle(g))
+		activate(g);
+	leave(d);
+	return g ? 0 : ret;
+}
+
+AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
+				      size_t n, size_t *admitted)
+{
+	struct group *g;
+	size_t i;
+	int ret = 0;
+
+	if (admitted)
+		*admitted = 0;
+	if (!d || (!msgs && n))
+		return -EINVAL;
+	if (n == 0)
+		return 0;
+	ret = enter(d);
+	if (ret) {
+		for (i = 0; i < n; i++)
+			if (msgs[i] && msgs[i]->aggregate_id)
+				refuse(d, msgs[i], ret);
+		return ret;
+	}
+	/*
+	 * One doorbell per sleeping worker covers the whole batch: a
+	 * worker's bell stays rung until it runs out of work.
+	 */
+	for (i = 0; i < n; i++) {
+		if (!msgs[i] || !msgs[i]->aggregate_id) {
+			ret = -EINVAL;
+			break;
+		}
+		g = admit(d, msgs[i], &ret);
+		if (!g)
+			break;
+		if (schedule_if_idle(g))
+			activate(g);
+	}
+	leave(d);
+	if (admitted)
+		*admitted = i;
+	return ret;
+}
+
+/* ---- lifecycle ---- */
+
+AGR_API int agr_dispatcher_start(agr_dispatcher *d)
+{
+	int i, expected, ret = 0;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	if (d->lifecycle == D_QUIESCED) {
+		ret = -ESHUTDOWN;
+	} else if (d->lifecycle == D_NEW) {
+		d->lifecycle = D_RUNNING;
+		atomic_store(&d->started, true);
+		for (i = 0; i < d->parallelism; i++) {
+			expected = G_PARKED;
+			if (atomic_compare_exchange_strong(&d->groups[i].state,
+							   &expected,
+							   G_SCHEDULED))
+				agr__worker_post(d->groups[i].worker,
+						 &d->groups[i].work);
+		}
+	}
+	pthread_mutex_unlock(&d->lock);
+	return ret;
+}
+
+/* Never started: parked messages are discarded here, on this thread. */
+static void discard_parked(struct agr_dispatcher *d)
+{
+	int i;
+
+	for (i = 0; i < d->parallelism; i++)
+		if (atomic_load(&d->groups[i].state) == G_PARKED)
+			discard_all(&d->groups[i]);
+}
+
+/*
+ * Closes intake. Returns true when the dispatcher never started: the
+ * caller then discards the parked messages, after dropping the lock
+ * (completion callbacks and the active count must not run under it).
+ */
+static bool quiesce_locked(struct agr_dispatcher *d)
+{
+	bool never_started = d->lifecycle == D_NEW;
+
+	if (d->lifecycle == D_QUIESCED)
+		return false;
+	gate_close(d);
+	d->lifecycle = D_QUIESCED;
+	return never_started;
+}
+
+AGR_API int agr_dispatcher_quiesce(agr_dispatcher *d)
+{
+	bool discard;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	discard = quiesce_locked(d);
+	pthread_mutex_unlock(&d->lock);
+	if (discard)
+		discard_parked(d);
+	return 0;
+}
+
+AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
+					   uint64_t timeout_ns)
+{
+	uint64_t deadline = agr__deadline_after(timeout_ns);
+	uint64_t now;
+	int ret;
+
+	if (!d)
+		return -EINVAL;
+	agr_dispatcher_quiesce(d);
+	ret = wait_idle(d, deadline);
+	if (ret || !d->owns_supplier)
+		return ret;
+	now = agr__now_ns();
+	return agr_supplier_stop_gracefully(d->supplier,
+					    deadline > now ? deadline - now : 0);
+}
+
+static void run_sweep(struct agr__work *work, struct agr_worker *w,
+		      int status)
+{
+	struct sweep *s = agr__container_of(work, struct sweep, work);
+	struct agr_dispatcher *d = s->d;
+	int i;
+
+	/* Dropped by an immediate dispose: the worker cancels all I/O. */
+	for (i = (int)s->worker_index; status == 0 && i < d->parallelism;
+	     i += d->sched->parallelism)
+		if (d->groups[i].current)
+			agr__worker_cancel_ops(w, d->groups[i].current,
+					       AGR__MATCH_OWNER);
+	active_sub(d);
+}
+
+/* Asks each worker to cancel the I/O of this dispatcher's messages. */
+static void post_sweeps(struct agr_dispatcher *d)
+{
+	int i;
+
+	if (!agr__scheduler_enter(d->sched))
+		return; /* disposed: its workers cancel everything */
+	for (i = 0; i < d->sched->parallelism; i++) {
+		d->sweeps[i].work.fn = run_sweep;
+		active_add(d);
+		agr__worker_post(d->sched->workers[i], &d->sweeps[i].work);
+	}
+	agr__scheduler_leave(d->sched);
+}
+
+AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d)
+{
+	bool first, discard;
+
+	if (!d)
+		return -EINVAL;
+	pthread_mutex_lock(&d->lock);
+	discard = quiesce_locked(d);
+	first = !atomic_exchange(&d->forced, true);
+	pthread_mutex_unlock(&d->lock);
+	if (discard)
+		discard_parked(d);
+	else if (first && atomic_load(&d->started))
+		post_sweeps(d);
+	if (d->owns_supplier)
+		agr_supplier_force_stop(d->supplier);
+	return 0;
+}
+
+AGR_API void agr_dispatcher_free(agr_dispatcher *d)
+{
+	if (!d)
+		return;
+	if (atomic_load(&d->active) > 0 ||
+	    !(atomic_load(&d->gate) & 1))
+		agr_dispatcher_force_stop(d);
+	else
+		agr_dispatcher_quiesce(d);
+	wait_idle(d, UINT64_MAX);
+	if (d->owns_supplier)
+		agr_supplier_free(d->supplier);
+	free_memory(d);
+}
+
+/* ---- introspection ---- */
+
+AGR_API const char *agr_dispatcher_name(const agr_dispatcher *d)
+{
+	return d ? d->name : NULL;
+}
+
+AGR_API int agr_dispatcher_parallelism(const agr_dispatcher *d)
+{
+	return d ? d->parallelism : -EINVAL;
+}
+
+AGR_API agr_scheduler *agr_dispatcher_scheduler(const agr_dispatcher *d)
+{
+	return d ? d->sched : NULL;
+}
+
+static uint64_t load(const atomic_uint_fast64_t *counter)
+{
+	return atomic_load_explicit(counter, memory_order_relaxed);
+}
+
+AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
+				     agr_dispatcher_stats *out)
+{
+	int i;
+
+	if (!d || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	for (i = 0; i < d->parallelism; i++) {
+		const struct group *g = &d->groups[i];
+
+		out->admitted += load(&g->admitted);
+		out->refused += load(&g->refused);
+		out->handled += load(&g->handled);
+		out->failed += load(&g->failed);
+		out->skipped += load(&g->skipped);
+		out->discarded += load(&g->discarded);
+	}
+	return 0;
+}

@@ -1,0 +1,1976 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_dispatcher.c - the dispatcher: routing to groups, strict order
+ * within a group, concurrency between groups, asynchronous functions,
+ * several functions per message, queue limits, graceful and forced
+ * stop, and the accounting that every admitted message completes
+ * exactly once. Includes every dispatcher case of the reference's own
+ * tests.
+ *
+ * Functions and completion callbacks run on worker threads: what they
+ * see is recorded there (EXPECT, the journal, fields of the message)
+ * and asserted on the test thread, since a failed ck_assert on a worker
+ * would end the child abruptly.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <aggring.h>
+
+#include "testutil.h"
+
+#define MS 1000000ull
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+static const agr_named_aggregate order = { "sales", "Order" };
+static const agr_named_aggregate payment = { "sales", "Payment" };
+
+/* ---- checks made on worker threads ---- */
+
+static atomic_int worker_failures;
+static atomic_int first_failed_line;
+
+#define EXPECT(cond) expect_at((cond), __LINE__)
+
+static void expect_at(bool ok, int line)
+{
+	int none = 0;
+
+	if (ok)
+		return;
+	atomic_fetch_add(&worker_failures, 1);
+	atomic_compare_exchange_strong(&first_failed_line, &none, line);
+}
+
+static void assert_no_worker_failure(void)
+{
+	ck_assert_msg(atomic_load(&worker_failures) == 0,
+		      "%d check(s) failed on a worker, the first at line %d",
+		      atomic_load(&worker_failures),
+		      atomic_load(&first_failed_line));
+}
+
+/* ---- a count that can be waited on ---- */
+
+struct tally {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	long n;
+};
+
+static void tally_init(struct tally *t)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	t->n = 0;
+}
+
+static void tally_destroy(struct tally *t)
+{
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+}
+
+static void tally_add(struct tally *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->n++;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+static long tally_value(struct tally *t)
+{
+	long n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->n;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+/* True when the count reached `n` before `timeout_ns` passed. */
+static bool tally_wait(struct tally *t, long n, uint64_t timeout_ns)
+{
+	uint64_t deadline = tu_now_ns() + timeout_ns;
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline / 1000000000ull),
+		.tv_nsec = (long)(deadline % 1000000000ull),
+	};
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	while (t->n < n &&
+	       pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
+		;
+	ok = t->n >= n;
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}
+
+/* ---- the journal: what happened, in order ---- */
+
+#define MAX_EVENTS 512
+
+enum {
+	EV_START = 1000, /* + seq: a function began */
+	EV_DONE = 2000,	 /* + seq: the completion callback ran */
+	EV_TIMER = 3000, /* + seq: its timer fired */
+	EV_FN = 4000,	 /* + 100 * function + seq (seq < 100) */
+};
+
+struct journal {
+	pthread_mutex_t lock;
+	int events[MAX_EVENTS];
+	int nevents;
+	struct tally completed;
+};
+
+static void journal_init(struct journal *j)
+{
+	pthread_mutex_init(&j->lock, NULL);
+	j->nevents = 0;
+	tally_init(&j->completed);
+}
+
+static void journal_destroy(struct journal *j)
+{
+	tally_destroy(&j->completed);
+	pthread_mutex_destroy(&j->lock);
+}
+
+static void journal_add(struct journal *j, int ev)
+{
+	pthread_mutex_lock(&j->lock);
+	EXPECT(j->nevents < MAX_EVENTS);
+	if (j->nevents < MAX_EVENTS)
+		j->events[j->nevents++] = ev;
+	pthread_mutex_unlock(&j->lock);
+}
+
+/* Index of the first `ev`, or -1. */
+static int journal_pos(struct journal *j, int ev)
+{
+	int i, pos = -1;
+
+	pthread_mutex_lock(&j->lock);
+	for (i = 0; i < j->nevents && pos < 0; i++)
+		if (j->events[i] == ev)
+			pos = i;
+	pthread_mutex_unlock(&j->lock);
+	return pos;
+}
+
+static bool journal_wait(struct journal *j, long completions)
+{
+	return tally_wait(&j->completed, completions, TU_LONG_NS);
+}
+
+/* Every event of `evs` happened, in this order (others may interleave). */
+static void assert_in_order(struct journal *j, const int *evs, size_t n)
+{
+	int prev = -1, pos;
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		pos = journal_pos(j, evs[i]);
+		ck_assert_msg(pos > prev, "event %d at %d, expected after %d",
+			      evs[i], pos, prev);
+		prev = pos;
+	}
+}
+
+/* The journal holds exactly `evs`. */
+static void assert_exactly(struct journal *j, const int *evs, size_t n)
+{
+	size_t i;
+
+	pthread_mutex_lock(&j->lock);
+	ck_assert_int_eq(j->nevents, (int)n);
+	for (i = 0; i < n; i++)
+		ck_assert_int_eq(j->events[i], evs[i]);
+	pthread_mutex_unlock(&j->lock);
+}
+
+#define ASSERT_ORDER(j, ...)                                   \
+	do {                                                   \
+		const int evs_[] = { __VA_ARGS__ };            \
+		assert_in_order((j), evs_, ARRAY_SIZE(evs_));  \
+	} while (0)
+
+#define ASSERT_EVENTS(j, ...)                                  \
+	do {                                                   \
+		const int evs_[] = { __VA_ARGS__ };            \
+		assert_exactly((j), evs_, ARRAY_SIZE(evs_));   \
+	} while (0)
+
+/* ---- test messages ---- */
+
+struct tmsg {
+	agr_message m; /* m.user points back here */
+	int seq;
+	int status;
+	atomic_int completions;
+	/* Seen by the function that handled it. */
+	int group, worker, current;
+	agr_dispatcher *disp;
+	agr_scheduler *sched;
+};
+
+static void tmsg_init(struct tmsg *t, const char *id, int seq)
+{
+	memset(t, 0, sizeof(*t));
+	atomic_init(&t->completions, 0);
+	t->m.aggregate_id = id;
+	t->m.user = t;
+	t->seq = seq;
+	t->status = 1; /* not completed */
+	t->group = t->worker = t->current = -1;
+}
+
+static struct tmsg *current_tmsg(agr_exchange *ex)
+{
+	return agr_exchange_message(ex)->user;
+}
+
+/* The completion callback of most tests; `arg` is a journal. */
+static void record_completion(agr_message *msg, int status, void *arg)
+{
+	struct tmsg *t = msg->user;
+	struct journal *j = arg;
+
+	t->status = status;
+	atomic_fetch_add(&t->completions, 1);
+	journal_add(j, EV_DONE + t->seq);
+	tally_add(&j->completed);
+}
+
+/* Notes where it ran and that it started; done at once. Arg: journal. */
+static int handle(agr_exchange *ex, void *arg)
+{
+	struct tmsg *t = current_tmsg(ex);
+
+	t->group = agr_exchange_group(ex);
+	t->worker = agr_worker_index(agr_exchange_worker(ex));
+	t->current = agr_worker_index(agr_worker_current());
+	t->disp = agr_exchange_dispatcher(ex);
+	t->sched = agr_worker_scheduler(agr_exchange_worker(ex));
+	journal_add(arg, EV_START + t->seq);
+	return 0;
+}
+
+/* ---- dispatchers ---- */
+
+static agr_supplier *new_supplier(int workers)
+{
+	agr_supplier *sup = NULL;
+
+	ck_assert_int_eq(agr_supplier_new("disp", workers, &sup), 0);
+	return sup;
+}
+
+static agr_dispatcher_options options(agr_supplier *sup, bool owns,
+				      int groups, void *complete_arg)
+{
+	agr_dispatcher_options o = {
+		.name = "orders",
+		.named_aggregate = order,
+		.parallelism = groups,
+		.supplier = sup,
+		.owns_supplier = owns,
+		.on_complete = record_completion,
+		.complete_arg = complete_arg,
+	};
+
+	return o;
+}
+
+/* An Order dispatcher owning a supplier of `workers` workers. */
+static agr_dispatcher_options owned_options(int workers, int groups,
+					    void *complete_arg)
+{
+	return options(new_supplier(workers), true, groups, complete_arg);
+}
+
+static agr_dispatcher *new_dispatcher(const agr_dispatcher_options *o)
+{
+	agr_dispatcher *d = NULL;
+
+	ck_assert_int_eq(agr_dispatcher_new(o, &d), 0);
+	ck_assert_ptr_nonnull(d);
+	return d;
+}
+
+static void add_fn(agr_dispatcher *d, const char *type, agr_handler_fn fn,
+		   void *arg)
+{
+	ck_assert_int_eq(agr_dispatcher_register(d, type, fn, arg), 0);
+}
+
+static void start(agr_dispatcher *d)
+{
+	ck_assert_int_eq(agr_dispatcher_start(d), 0);
+}
+
+static void send_ok(agr_dispatcher *d, struct tmsg *t)
+{
+	ck_assert_int_eq(agr_dispatcher_send(d, &t->m), 0);
+}
+
+static agr_dispatcher_stats stats_of(const agr_dispatcher *d)
+{
+	agr_dispatcher_stats st;
+
+	ck_assert_int_eq(agr_dispatcher_stats_get(d, &st), 0);
+	return st;
+}
+
+static void stop(agr_dispatcher *d)
+{
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+}
+
+static void stop_and_free(agr_dispatcher *d)
+{
+	stop(d);
+	agr_dispatcher_free(d);
+}
+
+/* The counters are exact once stopped. */
+static agr_dispatcher_stats stop_and_get_stats(agr_dispatcher *d)
+{
+	stop(d);
+	return stats_of(d);
+}
+
+/*
+ * Writes "<prefix><n>" for the first n whose group (of `groups`) runs on
+ * worker `worker` of `workers` and is not `not_group`; returns the group.
+ */
+static int pick_id(char *buf, size_t len, const char *prefix, int groups,
+		   int workers, int worker, int not_group)
+{
+	int n, g;
+
+	for (n = 0; n < 100000; n++) {
+		snprintf(buf, len, "%s%d", prefix, n);
+		g = agr_group_key(buf, groups);
+		if (g % workers == worker && g != not_group)
+			return g;
+	}
+	ck_abort_msg("no id of prefix %s fits", prefix);
+	return -1;
+}
+
+/* Polls `v` (1 ms apart, not a synchronisation) until it reaches `n`. */
+static bool wait_at_least(atomic_long *v, long n, uint64_t timeout_ns)
+{
+	const struct timespec tick = { 0, 1000000 };
+	uint64_t deadline = tu_now_ns() + timeout_ns;
+
+	while (atomic_load(v) < n) {
+		if (tu_now_ns() > deadline)
+			return false;
+		nanosleep(&tick, NULL);
+	}
+	return true;
+}
+
+/* Polls (1 ms apart) until every worker of `s` has ended. */
+static bool wait_until_terminated(agr_scheduler *s, uint64_t timeout_ns)
+{
+	const struct timespec tick = { 0, 1000000 };
+	uint64_t deadline = tu_now_ns() + timeout_ns;
+
+	while (!agr_scheduler_is_terminated(s)) {
+		if (tu_now_ns() > deadline)
+			return false;
+		nanosleep(&tick, NULL);
+	}
+	return true;
+}
+
+/* Counts what the library logs, by level. */
+static atomic_int logged[AGR_LOG_DEBUG + 1];
+
+static void count_log(agr_log_level level, const char *msg, void *arg)
+{
+	(void)msg;
+	(void)arg;
+	if ((unsigned)level < ARRAY_SIZE(logged))
+		atomic_fetch_add(&logged[level], 1);
+}
+
+/* ---- a graceful stop on another thread ---- */
+
+struct stopper {
+	pthread_t thread;
+	agr_dispatcher *d;
+	struct journal *j;
+	struct tu_latch calling;
+	int result;
+	long completed_at_return;
+};
+
+static void *stop_in_thread(void *arg)
+{
+	struct stopper *s = arg;
+
+	tu_latch_count_down(&s->calling);
+	s->result = agr_dispatcher_stop_gracefully(s->d, TU_LONG_NS);
+	s->completed_at_return = tally_value(&s->j->completed);
+	return NULL;
+}
+
+static void stopper_start(struct stopper *s, agr_dispatcher *d,
+			  struct journal *j)
+{
+	s->d = d;
+	s->j = j;
+	s->result = 1;
+	tu_latch_init(&s->calling, 1);
+	ck_assert_int_eq(pthread_create(&s->thread, NULL, stop_in_thread, s),
+			 0);
+	ck_assert(tu_latch_wait(&s->calling, TU_LONG_NS));
+}
+
+static int stopper_join(struct stopper *s)
+{
+	pthread_join(s->thread, NULL);
+	tu_latch_destroy(&s->calling);
+	return s->result;
+}
+
+/* ---- a message the test holds open ---- */
+
+/* The message with seq 1 stays pending until the test finishes it. */
+struct held {
+	struct journal j;
+	struct tu_latch started;
+	agr_exchange *ex;
+};
+
+static void held_init(struct held *h)
+{
+	journal_init(&h->j);
+	tu_latch_init(&h->started, 1);
+	h->ex = NULL;
+}
+
+static void held_destroy(struct held *h)
+{
+	tu_latch_destroy(&h->started);
+	journal_destroy(&h->j);
+}
+
+static int hold_first(agr_exchange *ex, void *arg)
+{
+	struct held *h = arg;
+	int seq = current_tmsg(ex)->seq;
+
+	journal_add(&h->j, EV_START + seq);
+	if (seq != 1)
+		return 0;
+	h->ex = ex;
+	tu_latch_count_down(&h->started);
+	return AGR_PENDING;
+}
+
+/* ==== reference cases ==== */
+
+START_TEST(routes_to_group_and_its_worker)
+{
+	static const char *const ids[] = {
+		"order-1", "order-2", "ordre-\xc3\xa9", "", "x",
+		"a-longer-aggregate-id-42", "\xff", "order-7",
+	};
+	struct tmsg t[ARRAY_SIZE(ids)];
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	int i, n = (int)ARRAY_SIZE(ids), want, on_worker[2] = { 0, 0 };
+
+	journal_init(&j);
+	o = owned_options(2, 16, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	ck_assert_str_eq(agr_dispatcher_name(d), "orders");
+	ck_assert_int_eq(agr_dispatcher_parallelism(d), 16);
+	ck_assert_int_eq(agr_scheduler_parallelism(agr_dispatcher_scheduler(d)),
+			 2);
+	start(d);
+	for (i = 0; i < n; i++) {
+		tmsg_init(&t[i], ids[i], i);
+		send_ok(d, &t[i]);
+	}
+	ck_assert(journal_wait(&j, n));
+	for (i = 0; i < n; i++) {
+		want = agr_group_key(ids[i], 16);
+		ck_assert_int_ge(want, 0);
+		ck_assert_int_eq(agr_dispatcher_group_of(d, &t[i].m), want);
+		ck_assert_int_eq(t[i].group, want);
+		ck_assert_int_eq(t[i].worker, want % 2);
+		ck_assert_int_eq(t[i].current, want % 2);
+		ck_assert_ptr_eq(t[i].disp, d);
+		ck_assert_ptr_eq(t[i].sched, agr_dispatcher_scheduler(d));
+		ck_assert_int_eq(t[i].status, 0);
+		ck_assert_int_eq(atomic_load(&t[i].completions), 1);
+		on_worker[want % 2]++;
+	}
+	/* The ids cover both workers. */
+	ck_assert(on_worker[0] > 0 && on_worker[1] > 0);
+	ck_assert_uint_eq(stop_and_get_stats(d).handled, (unsigned)n);
+	agr_dispatcher_free(d);
+	journal_destroy(&j);
+}
+END_TEST
+
+START_TEST(graceful_stop_when_idle_completes)
+{
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	o = owned_options(2, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	start(d);
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+	/* It owns the supplier, so the workers are gone too. */
+	ck_assert(agr_scheduler_is_terminated(agr_dispatcher_scheduler(d)));
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(tally_value(&j.completed), 0);
+	journal_destroy(&j);
+}
+END_TEST
+
+START_TEST(graceful_stop_drains_in_order)
+{
+	struct tmsg t1, t2, late;
+	struct stopper s;
+	struct held h;
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+
+	held_init(&h);
+	o = owned_options(1, 8, &h.j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	tmsg_init(&t2, "order-1", 2);
+	tmsg_init(&late, "order-2", 3);
+	send_ok(d, &t1);
+	send_ok(d, &t2);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+
+	/* 1 is active, 2 queued behind it: a short stop runs out... */
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, 20 * MS),
+			 -ETIMEDOUT);
+	/* ...having closed intake, and started nothing else. */
+	ck_assert_int_eq(agr_dispatcher_send(d, &late.m), -ESHUTDOWN);
+	ASSERT_EVENTS(&h.j, EV_START + 1);
+
+	stopper_start(&s, d, &h.j);
+	agr_exchange_done(h.ex, 0);
+	ck_assert_int_eq(stopper_join(&s), 0);
+	/* It returned only once both had completed, in order [1, 2]. */
+	ck_assert_int_eq(s.completed_at_return, 2);
+	ASSERT_EVENTS(&h.j, EV_START + 1, EV_DONE + 1, EV_START + 2,
+		      EV_DONE + 2);
+	ck_assert_int_eq(t1.status, 0); /* no cancellation */
+	ck_assert_int_eq(t2.status, 0);
+	st = stats_of(d);
+	ck_assert_uint_eq(st.handled, 2);
+	ck_assert_uint_eq(st.discarded, 0);
+	ck_assert_uint_eq(st.refused, 1);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(atomic_load(&late.completions), 0);
+	held_destroy(&h);
+}
+END_TEST
+
+START_TEST(stop_before_start_is_final)
+{
+	struct journal j;
+	struct tmsg t;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	o = owned_options(1, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+	ck_assert_int_eq(agr_dispatcher_start(d), -ESHUTDOWN);
+	tmsg_init(&t, "order-1", 1);
+	ck_assert_int_eq(agr_dispatcher_send(d, &t.m), -ESHUTDOWN);
+	ck_assert_int_eq(agr_dispatcher_start(d), -ESHUTDOWN);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(atomic_load(&t.completions), 0);
+	ck_assert_int_eq(tally_value(&j.completed), 0);
+	journal_destroy(&j);
+}
+END_TEST
+
+START_TEST(stop_before_start_discards_admitted)
+{
+	struct tmsg t[3], late;
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	int i;
+
+	journal_init(&j);
+	o = owned_options(2, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	tmsg_init(&t[0], "order-1", 1);
+	tmsg_init(&t[1], "order-1", 2);
+	tmsg_init(&t[2], "order-9", 3);
+	for (i = 0; i < 3; i++)
+		send_ok(d, &t[i]); /* admitted; they wait for start */
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+	for (i = 0; i < 3; i++) {
+		ck_assert_int_eq(atomic_load(&t[i].completions), 1);
+		ck_assert_int_eq(t[i].status, AGR_DISCARDED);
+		ck_assert_int_eq(journal_pos(&j, EV_START + t[i].seq), -1);
+	}
+	ck_assert_int_eq(agr_dispatcher_start(d), -ESHUTDOWN);
+	tmsg_init(&late, "order-1", 4);
+	ck_assert_int_eq(agr_dispatcher_send(d, &late.m), -ESHUTDOWN);
+	st = stats_of(d);
+	ck_assert_uint_eq(st.admitted, 3);
+	ck_assert_uint_eq(st.discarded, 3);
+	ck_assert_uint_eq(st.handled, 0);
+	ck_assert_uint_eq(st.refused, 1);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(tally_value(&j.completed), 3);
+	ck_assert_int_eq(atomic_load(&late.completions), 0);
+	journal_destroy(&j);
+}
+END_TEST
+
+START_TEST(sends_before_start_wait_for_start)
+{
+	struct tmsg t[4];
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	int i;
+
+	journal_init(&j);
+	o = owned_options(2, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	for (i = 0; i < 3; i++)
+		tmsg_init(&t[i], "order-1", i + 1);
+	tmsg_init(&t[3], "order-5", 4);
+	for (i = 0; i < 4; i++)
+		send_ok(d, &t[i]);
+	/* Nothing runs before start (a wait expected to run out). */
+	ck_assert(!tally_wait(&j.completed, 1, 20 * MS));
+	ck_assert_int_eq(journal_pos(&j, EV_START + 1), -1);
+	start(d);
+	ck_assert(journal_wait(&j, 4));
+	ASSERT_ORDER(&j, EV_START + 1, EV_DONE + 1, EV_START + 2, EV_DONE + 2,
+		     EV_START + 3, EV_DONE + 3);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(t[i].status, 0);
+	stop_and_free(d);
+	journal_destroy(&j);
+}
+END_TEST
+
+START_TEST(sends_after_stop_are_refused)
+{
+	struct tmsg first, t[5];
+	agr_message *batch[2];
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	size_t admitted = 99;
+	int i;
+
+	journal_init(&j);
+	o = owned_options(2, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	start(d);
+	tmsg_init(&first, "order-1", 1);
+	send_ok(d, &first);
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+	ck_assert_int_eq(first.status, 0);
+
+	for (i = 0; i < 5; i++) {
+		tmsg_init(&t[i], i % 2 ? "order-1" : "order-2", 10 + i);
+		ck_assert_int_eq(agr_dispatcher_send(d, &t[i].m), -ESHUTDOWN);
+	}
+	st = stats_of(d);
+	ck_assert_uint_eq(st.refused, 5);
+	ck_assert_uint_eq(st.admitted, 1);
+	batch[0] = &t[0].m;
+	batch[1] = &t[1].m;
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, batch, 2, &admitted),
+			 -ESHUTDOWN);
+	ck_assert_uint_eq(admitted, 0);
+	ck_assert_uint_ge(stats_of(d).refused, 6);
+	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
+	ck_assert_int_eq(agr_dispatcher_send(d, &t[2].m), -ESHUTDOWN);
+	agr_dispatcher_free(d);
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(atomic_load(&t[i].completions), 0);
+	ck_assert_int_eq(tally_value(&j.completed), 1);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* Message seq 1 fails with -EIO; the others succeed. */
+static int fail_first(agr_exchange *ex, void *arg)
+{
+	int seq = current_tmsg(ex)->seq;
+
+	journal_add(arg, EV_START + seq);
+	return seq == 1 ? -EIO : 0;
+}
+
+START_TEST(handler_error_is_reported)
+{
+	struct tmsg t1, t2;
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	o = owned_options(1, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, fail_first, &j);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	tmsg_init(&t2, "order-1", 2);
+	send_ok(d, &t1);
+	send_ok(d, &t2);
+	ck_assert(journal_wait(&j, 2));
+	ck_assert_int_eq(t1.status, -EIO);
+	ck_assert_int_eq(t2.status, 0);
+	ASSERT_ORDER(&j, EV_DONE + 1, EV_START + 2, EV_DONE + 2);
+	st = stop_and_get_stats(d);
+	ck_assert_uint_eq(st.failed, 1);
+	ck_assert_uint_eq(st.handled, 1);
+	agr_dispatcher_free(d);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* ---- a function stuck on I/O that never completes ---- */
+
+struct stuck_recv {
+	struct journal j;
+	struct tu_latch started;
+	int fds[2];
+	char buf[8];
+	agr_exchange *ex;
+	int submit_ret;
+	int recv_res;
+};
+
+static void recv_finished(int res, void *arg)
+{
+	struct stuck_recv *r = arg;
+
+	r->recv_res = res;
+	agr_exchange_done(r->ex, res < 0 ? res : 0);
+}
+
+/* Message seq 1 waits for bytes nobody sends. */
+static int recv_forever(agr_exchange *ex, void *arg)
+{
+	struct stuck_recv *r = arg;
+	int seq = current_tmsg(ex)->seq;
+
+	journal_add(&r->j, EV_START + seq);
+	if (seq != 1)
+		return 0;
+	r->ex = ex;
+	r->submit_ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0],
+				    r->buf, sizeof(r->buf), 0, recv_finished,
+				    r);
+	tu_latch_count_down(&r->started);
+	return r->submit_ret < 0 ? r->submit_ret : AGR_PENDING;
+}
+
+/* _i == 0: the dispatcher owns its supplier; 1: it does not. */
+START_TEST(force_stop_cancels_blocked_io)
+{
+	agr_supplier *sup = new_supplier(1);
+	struct stuck_recv r = { .recv_res = 1 };
+	struct tmsg t[5], late;
+	struct stopper s;
+	agr_dispatcher_options o = options(sup, _i == 0, 8, &r.j);
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	uint64_t before;
+	int i;
+
+	journal_init(&r.j);
+	tu_latch_init(&r.started, 1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, recv_forever, &r);
+	start(d);
+	for (i = 0; i < 5; i++)
+		tmsg_init(&t[i], "order-1", i + 1);
+	send_ok(d, &t[0]);
+	ck_assert(tu_latch_wait(&r.started, TU_LONG_NS));
+	ck_assert_int_eq(r.submit_ret, 0);
+	for (i = 1; i < 5; i++)
+		send_ok(d, &t[i]); /* queued behind the stuck one */
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, 20 * MS),
+			 -ETIMEDOUT);
+	stopper_start(&s, d, &r.j);
+
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
+	ck_assert_uint_lt(tu_now_ns() - before, 1000 * MS);
+
+	ck_assert(journal_wait(&r.j, 5));
+	/* The force took over the graceful stop, which succeeds. */
+	ck_assert_int_eq(stopper_join(&s), 0);
+	ck_assert_int_eq(r.recv_res, -ECANCELED);
+	ck_assert_int_eq(t[0].status, -ECANCELED);
+	ck_assert_int_eq(t[0].status, AGR_DISCARDED);
+	for (i = 1; i < 5; i++) {
+		ck_assert_int_eq(t[i].status, AGR_DISCARDED);
+		ck_assert_int_eq(journal_pos(&r.j, EV_START + t[i].seq), -1);
+	}
+	for (i = 0; i < 5; i++)
+		ck_assert_int_eq(atomic_load(&t[i].completions), 1);
+	tmsg_init(&late, "order-1", 9);
+	ck_assert_int_eq(agr_dispatcher_send(d, &late.m), -ESHUTDOWN);
+	st = stats_of(d);
+	ck_assert_uint_eq(st.admitted, 5);
+	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded,
+			  5);
+	ck_assert_uint_ge(st.discarded, 4);
+	ck_assert_uint_eq(st.handled, 0);
+	agr_dispatcher_free(d);
+	if (_i != 0)
+		agr_supplier_free(sup);
+	ck_assert_int_eq(tally_value(&r.j.completed), 5);
+	close(r.fds[0]);
+	close(r.fds[1]);
+	tu_latch_destroy(&r.started);
+	journal_destroy(&r.j);
+}
+END_TEST
+
+/*
+ * A function pending on the test thread (no I/O to cancel) is finished
+ * from that thread after a force stop: the message must still complete,
+ * and the one queued behind it be discarded. _i == 0: the dispatcher
+ * owns the supplier, whose workers have ended by then; 1: it does not.
+ */
+START_TEST(done_from_another_thread_after_force_stop_completes)
+{
+	agr_supplier *sup = new_supplier(1);
+	struct tmsg t1, t2;
+	struct held h;
+	agr_dispatcher_options o = options(sup, _i == 0, 8, &h.j);
+	agr_scheduler *sched;
+	agr_dispatcher *d;
+
+	held_init(&h);
+	d = new_dispatcher(&o);
+	sched = agr_dispatcher_scheduler(d);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	tmsg_init(&t2, "order-1", 2);
+	send_ok(d, &t1);
+	send_ok(d, &t2);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
+	if (_i == 0)
+		ck_assert(wait_until_terminated(sched, TU_LONG_NS));
+	agr_exchange_done(h.ex, -ECANCELED);
+	ck_assert_msg(journal_wait(&h.j, 2),
+		      "%ld of 2 messages completed after the force stop",
+		      tally_value(&h.j.completed));
+	ck_assert_int_eq(t1.status, -ECANCELED);
+	ck_assert_int_eq(t2.status, AGR_DISCARDED);
+	agr_dispatcher_free(d);
+	if (_i != 0)
+		agr_supplier_free(sup);
+	held_destroy(&h);
+}
+END_TEST
+
+/* ==== issue cases ==== */
+
+/* ---- per-id order and per-group exclusion under load ---- */
+
+#define ORDER_IDS 10000
+#define ORDER_PER_ID 20
+#define ORDER_MSGS (ORDER_IDS * ORDER_PER_ID)
+#define ORDER_PRODUCERS 4
+#define ORDER_GROUPS 256
+#define ORDER_BATCH 64
+
+struct order_run {
+	agr_dispatcher *d;
+	agr_message *msgs; /* [id * ORDER_PER_ID + seq]; user = seq */
+	char (*ids)[24];
+	atomic_uchar *completions;
+	atomic_int *next_seq; /* per id */
+	atomic_int inflight[ORDER_GROUPS];
+	atomic_long remaining, sent;
+	struct tu_latch all_done;
+};
+
+struct producer {
+	pthread_t thread;
+	struct order_run *r;
+	int index;
+};
+
+static int check_order(agr_exchange *ex, void *arg)
+{
+	struct order_run *r = arg;
+	agr_message *m = agr_exchange_message(ex);
+	int id = (int)((m - r->msgs) / ORDER_PER_ID);
+	int seq = (int)(uintptr_t)m->user;
+	int g = agr_exchange_group(ex);
+
+	EXPECT(atomic_fetch_add(&r->inflight[g], 1) == 0);
+	EXPECT(atomic_load_explicit(&r->next_seq[id],
+				    memory_order_relaxed) == seq);
+	atomic_store_explicit(&r->next_seq[id], seq + 1,
+			      memory_order_relaxed);
+	atomic_fetch_sub(&r->inflight[g], 1);
+	return 0;
+}
+
+static void count_order_completion(agr_message *m, int status, void *arg)
+{
+	struct order_run *r = arg;
+
+	EXPECT(status == 0);
+	EXPECT(atomic_fetch_add(&r->completions[m - r->msgs], 1) == 0);
+	if (atomic_fetch_sub(&r->remaining, 1) == 1)
+		tu_latch_count_down(&r->all_done);
+}
+
+static void send_order_batch(struct order_run *r, agr_message **batch,
+			     size_t n)
+{
+	size_t admitted = 0;
+
+	if (n == 0)
+		return;
+	EXPECT(agr_dispatcher_send_batch(r->d, batch, n, &admitted) == 0);
+	EXPECT(admitted == n);
+	atomic_fetch_add(&r->sent, (long)n);
+}
+
+/* Producer p owns ids p, p + 4, ...; 0 and 1 send, 2 and 3 batch. */
+static void *produce_in_order(void *arg)
+{
+	struct producer *p = arg;
+	struct order_run *r = p->r;
+	agr_message *batch[ORDER_BATCH], *m;
+	bool batched = p->index >= 2;
+	size_t n = 0;
+	int id, seq;
+
+	for (seq = 0; seq < ORDER_PER_ID; seq++) {
+		for (id = p->index; id < ORDER_IDS; id += ORDER_PRODUCERS) {
+			m = &r->msgs[id * ORDER_PER_ID + seq];
+			if (!batched) {
+				EXPECT(agr_dispatcher_send(r->d, m) == 0);
+				atomic_fetch_add(&r->sent, 1);
+				continue;
+			}
+			batch[n++] = m;
+			if (n == ORDER_BATCH) {
+				send_order_batch(r, batch, n);
+				n = 0;
+			}
+		}
+	}
+	send_order_batch(r, batch, n);
+	return NULL;
+}
+
+static struct order_run *order_run_new(void)
+{
+	struct order_run *r = calloc(1, sizeof(*r));
+	int id, seq;
+
+	ck_assert_ptr_nonnull(r);
+	r->msgs = calloc(ORDER_MSGS, sizeof(*r->msgs));
+	r->ids = calloc(ORDER_IDS, sizeof(*r->ids));
+	r->completions = calloc(ORDER_MSGS, sizeof(*r->completions));
+	r->next_seq = calloc(ORDER_IDS, sizeof(*r->next_seq));
+	ck_assert(r->msgs && r->ids && r->completions && r->next_seq);
+	for (id = 0; id < ORDER_IDS; id++) {
+		snprintf(r->ids[id], sizeof(r->ids[id]), "agg-%d", id);
+		for (seq = 0; seq < ORDER_PER_ID; seq++) {
+			agr_message *m = &r->msgs[id * ORDER_PER_ID + seq];
+
+			m->aggregate_id = r->ids[id];
+			m->type = "Tick";
+			m->user = (void *)(uintptr_t)seq;
+		}
+	}
+	atomic_init(&r->remaining, ORDER_MSGS);
+	tu_latch_init(&r->all_done, 1);
+	return r;
+}
+
+static void order_run_free(struct order_run *r)
+{
+	tu_latch_destroy(&r->all_done);
+	free(r->next_seq);
+	free(r->completions);
+	free(r->ids);
+	free(r->msgs);
+	free(r);
+}
+
+START_TEST(per_id_order_under_load)
+{
+	struct order_run *r = order_run_new();
+	struct producer p[ORDER_PRODUCERS];
+	agr_dispatcher_options o = owned_options(2, ORDER_GROUPS, r);
+	agr_dispatcher_stats st;
+	int i;
+
+	o.on_complete = count_order_completion;
+	r->d = new_dispatcher(&o);
+	add_fn(r->d, NULL, check_order, r);
+	for (i = 0; i < ORDER_PRODUCERS; i++) {
+		p[i] = (struct producer){ .r = r, .index = i };
+		ck_assert_int_eq(pthread_create(&p[i].thread, NULL,
+						produce_in_order, &p[i]), 0);
+	}
+	/* Start while they send: parked groups must not lose order. */
+	ck_assert(wait_at_least(&r->sent, ORDER_MSGS / 20, TU_LONG_NS));
+	start(r->d);
+	for (i = 0; i < ORDER_PRODUCERS; i++)
+		pthread_join(p[i].thread, NULL);
+	ck_assert(tu_latch_wait(&r->all_done, 4 * TU_LONG_NS));
+	assert_no_worker_failure();
+	for (i = 0; i < ORDER_MSGS; i++)
+		ck_assert_int_eq(atomic_load(&r->completions[i]), 1);
+	for (i = 0; i < ORDER_IDS; i++)
+		ck_assert_int_eq(atomic_load(&r->next_seq[i]), ORDER_PER_ID);
+	st = stop_and_get_stats(r->d);
+	ck_assert_uint_eq(st.admitted, ORDER_MSGS);
+	ck_assert_uint_eq(st.handled, ORDER_MSGS);
+	agr_dispatcher_free(r->d);
+	order_run_free(r);
+}
+END_TEST
+
+/* ---- groups overlap ---- */
+
+struct rendezvous {
+	struct tu_latch both;
+	atomic_int met;
+};
+
+/* Arrives, then waits for the other group's function to arrive too. */
+static int meet(agr_exchange *ex, void *arg)
+{
+	struct rendezvous *r = arg;
+
+	(void)ex;
+	tu_latch_count_down(&r->both);
+	if (tu_latch_wait(&r->both, TU_LONG_NS))
+		atomic_fetch_add(&r->met, 1);
+	return 0;
+}
+
+START_TEST(groups_run_concurrently)
+{
+	struct rendezvous rv = { .met = 0 };
+	char id_a[32], id_b[32];
+	struct tmsg a, b;
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	tu_latch_init(&rv.both, 2);
+	pick_id(id_a, sizeof(id_a), "left-", 64, 2, 0, -1);
+	pick_id(id_b, sizeof(id_b), "right-", 64, 2, 1, -1);
+	o = owned_options(2, 64, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, meet, &rv);
+	start(d);
+	tmsg_init(&a, id_a, 1);
+	tmsg_init(&b, id_b, 2);
+	send_ok(d, &a);
+	send_ok(d, &b);
+	ck_assert(journal_wait(&j, 2));
+	ck_assert_int_eq(atomic_load(&rv.met), 2); /* they overlapped */
+	stop_and_free(d);
+	tu_latch_destroy(&rv.both);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* ---- an asynchronous function holds its group, not its worker ---- */
+
+struct async_run {
+	struct journal j;
+	struct tmsg *other; /* of another group on the same worker */
+	agr_exchange *ex;
+	int send_ret, timer_ret, timer_res;
+};
+
+static void async_timer_fired(int res, void *arg)
+{
+	struct async_run *r = arg;
+
+	r->timer_res = res;
+	journal_add(&r->j, EV_TIMER + 1);
+	agr_exchange_done(r->ex, 0);
+}
+
+/*
+ * Seq 1 sends the other group's message, arms a 50 ms timer and stays
+ * pending until it fires; every other message is done at once.
+ */
+static int wait_for_timer(agr_exchange *ex, void *arg)
+{
+	struct async_run *r = arg;
+	int seq = current_tmsg(ex)->seq;
+
+	journal_add(&r->j, EV_START + seq);
+	if (seq != 1)
+		return 0;
+	r->ex = ex;
+	r->send_ret = agr_dispatcher_send(agr_exchange_dispatcher(ex),
+					  &r->other->m);
+	r->timer_ret = agr_io_timeout(agr_exchange_worker(ex), 50 * MS,
+				      async_timer_fired, r);
+	return r->timer_ret < 0 ? r->timer_ret : AGR_PENDING;
+}
+
+START_TEST(async_function_holds_only_its_group)
+{
+	struct async_run r = { .send_ret = 1, .timer_ret = 1 };
+	struct tmsg a1, a2, b1;
+	char id_a[32], id_b[32];
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	int group_a;
+
+	journal_init(&r.j);
+	group_a = pick_id(id_a, sizeof(id_a), "a-", 64, 1, 0, -1);
+	pick_id(id_b, sizeof(id_b), "b-", 64, 1, 0, group_a);
+	tmsg_init(&a1, id_a, 1);
+	tmsg_init(&a2, id_a, 2);
+	tmsg_init(&b1, id_b, 10);
+	r.other = &b1;
+	o = owned_options(1, 64, &r.j); /* one worker for both groups */
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, wait_for_timer, &r);
+	start(d);
+	send_ok(d, &a1);
+	send_ok(d, &a2);
+	ck_assert(journal_wait(&r.j, 3));
+	ck_assert_int_eq(r.send_ret, 0);
+	ck_assert_int_eq(r.timer_ret, 0);
+	ck_assert_int_eq(r.timer_res, -ETIME);
+	/* B ran while A1 was pending; A2 waited for A1's completion. */
+	ASSERT_ORDER(&r.j, EV_START + 1, EV_START + 10, EV_DONE + 10,
+		     EV_TIMER + 1, EV_DONE + 1, EV_START + 2, EV_DONE + 2);
+	ck_assert_int_eq(a1.status, 0);
+	ck_assert_int_eq(a2.status, 0);
+	ck_assert_int_eq(b1.status, 0);
+	stop_and_free(d);
+	journal_destroy(&r.j);
+}
+END_TEST
+
+/* ---- force stop with thousands queued, racing the producers ---- */
+
+#define FLOOD_MSGS 20000
+#define FLOOD_IDS 200
+#define FLOOD_PRODUCERS 2
+
+struct flood {
+	agr_dispatcher *d;
+	agr_message *msgs; /* FLOOD_MSGS of work, then the blocker */
+	char (*ids)[24];
+	int *send_ret;
+	int *status;
+	atomic_uchar *completions;
+	struct tally completed;
+	struct tu_latch blocked;
+	atomic_long admitted;
+	atomic_bool saw_interrupt;
+};
+
+struct flooder {
+	pthread_t thread;
+	struct flood *f;
+	int index;
+};
+
+static void flood_completed(agr_message *m, int status, void *arg)
+{
+	struct flood *f = arg;
+	size_t i = (size_t)(m - f->msgs);
+
+	f->status[i] = status;
+	atomic_fetch_add(&f->completions[i], 1);
+	tally_add(&f->completed);
+}
+
+/* Holds its worker until the force stop interrupts it. */
+static int block_until_interrupted(agr_exchange *ex, void *arg)
+{
+	const struct timespec tick = { 0, 1000000 };
+	struct flood *f = arg;
+	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
+
+	(void)ex;
+	tu_latch_count_down(&f->blocked);
+	while (!agr_worker_interrupted() && tu_now_ns() < deadline)
+		nanosleep(&tick, NULL); /* a poll interval */
+	atomic_store(&f->saw_interrupt, agr_worker_interrupted());
+	return 0;
+}
+
+static int work_a_little(agr_exchange *ex, void *arg)
+{
+	unsigned x = 0, i;
+
+	(void)ex;
+	(void)arg;
+	for (i = 0; i < 1000; i++) {
+		x += i;
+		__asm__ __volatile__("" : "+r"(x)); /* keep the loop */
+	}
+	return 0;
+}
+
+static void *flood_sends(void *arg)
+{
+	struct flooder *p = arg;
+	struct flood *f = p->f;
+	int i, ret;
+
+	for (i = p->index; i < FLOOD_MSGS; i += FLOOD_PRODUCERS) {
+		ret = agr_dispatcher_send(f->d, &f->msgs[i]);
+		f->send_ret[i] = ret;
+		if (ret == 0)
+			atomic_fetch_add(&f->admitted, 1);
+	}
+	return NULL;
+}
+
+static struct flood *flood_new(void)
+{
+	struct flood *f = calloc(1, sizeof(*f));
+	int i;
+
+	ck_assert_ptr_nonnull(f);
+	f->msgs = calloc(FLOOD_MSGS + 1, sizeof(*f->msgs));
+	f->ids = calloc(FLOOD_IDS, sizeof(*f->ids));
+	f->send_ret = calloc(FLOOD_MSGS + 1, sizeof(*f->send_ret));
+	f->status = calloc(FLOOD_MSGS + 1, sizeof(*f->status));
+	f->completions = calloc(FLOOD_MSGS + 1, sizeof(*f->completions));
+	ck_assert(f->msgs && f->ids && f->send_ret && f->status &&
+		  f->completions);
+	for (i = 0; i < FLOOD_IDS; i++)
+		snprintf(f->ids[i], sizeof(f->ids[i]), "flood-%d", i);
+	for (i = 0; i < FLOOD_MSGS; i++) {
+		f->msgs[i].aggregate_id = f->ids[i % FLOOD_IDS];
+		f->msgs[i].type = "work";
+	}
+	f->msgs[FLOOD_MSGS].aggregate_id = "blocker";
+	f->msgs[FLOOD_MSGS].type = "block";
+	tally_init(&f->completed);
+	tu_latch_init(&f->blocked, 1);
+	return f;
+}
+
+static void flood_free(struct flood *f)
+{
+	tu_latch_destroy(&f->blocked);
+	tally_destroy(&f->completed);
+	free(f->completions);
+	free(f->status);
+	free(f->send_ret);
+	free(f->ids);
+	free(f->msgs);
+	free(f);
+}
+
+/* Each admitted message completed once, handled or discarded. */
+static void assert_flood_accounting(struct flood *f,
+				    const agr_dispatcher_stats *st)
+{
+	uint64_t handled = 0, discarded = 0;
+	int i;
+
+	for (i = 0; i <= FLOOD_MSGS; i++) {
+		if (f->send_ret[i] != 0) {
+			ck_assert_int_eq(f->send_ret[i], -ESHUTDOWN);
+			ck_assert_int_eq(atomic_load(&f->completions[i]), 0);
+			continue;
+		}
+		ck_assert_int_eq(atomic_load(&f->completions[i]), 1);
+		if (f->status[i] == 0)
+			handled++;
+		else if (f->status[i] == AGR_DISCARDED)
+			discarded++;
+		else
+			ck_abort_msg("message %d: status %d", i, f->status[i]);
+	}
+	ck_assert_uint_eq(handled, st->handled);
+	ck_assert_uint_eq(discarded, st->discarded);
+}
+
+START_TEST(force_stop_with_thousands_queued)
+{
+	struct flood *f = flood_new();
+	struct flooder p[FLOOD_PRODUCERS];
+	agr_dispatcher_options o = owned_options(2, 64, f);
+	agr_dispatcher_stats st;
+	uint64_t before;
+	long admitted;
+	int i;
+
+	o.on_complete = flood_completed;
+	f->d = new_dispatcher(&o);
+	add_fn(f->d, "block", block_until_interrupted, f);
+	add_fn(f->d, "work", work_a_little, f);
+	start(f->d);
+	ck_assert_int_eq(agr_dispatcher_send(f->d, &f->msgs[FLOOD_MSGS]), 0);
+	ck_assert(tu_latch_wait(&f->blocked, TU_LONG_NS));
+	for (i = 0; i < FLOOD_PRODUCERS; i++) {
+		p[i] = (struct flooder){ .f = f, .index = i };
+		ck_assert_int_eq(pthread_create(&p[i].thread, NULL,
+						flood_sends, &p[i]), 0);
+	}
+	ck_assert(wait_at_least(&f->admitted, FLOOD_MSGS / 4, TU_LONG_NS));
+
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_dispatcher_force_stop(f->d), 0);
+	ck_assert_uint_lt(tu_now_ns() - before, 1000 * MS);
+
+	for (i = 0; i < FLOOD_PRODUCERS; i++)
+		pthread_join(p[i].thread, NULL);
+	admitted = atomic_load(&f->admitted) + 1; /* and the blocker */
+	ck_assert(tally_wait(&f->completed, admitted, TU_LONG_NS));
+	st = stats_of(f->d);
+	ck_assert_uint_eq(st.admitted, (uint64_t)admitted);
+	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded,
+			  (uint64_t)admitted);
+	ck_assert_uint_eq(st.refused, (uint64_t)(FLOOD_MSGS + 1 - admitted));
+	ck_assert_uint_gt(st.discarded, 0);
+	assert_flood_accounting(f, &st);
+	agr_dispatcher_free(f->d);
+	/* Nothing completed twice, not even while freeing. */
+	ck_assert_int_eq(tally_value(&f->completed), admitted);
+	ck_assert(atomic_load(&f->saw_interrupt));
+	ck_assert_int_eq(f->status[FLOOD_MSGS], 0);
+	flood_free(f);
+}
+END_TEST
+
+START_TEST(queue_limit_gives_eagain)
+{
+	struct tmsg t[10], other;
+	struct held h;
+	char other_id[32];
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	int i;
+
+	held_init(&h);
+	o = owned_options(1, 8, &h.j);
+	o.queue_limit = 4;
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	for (i = 0; i < 10; i++)
+		tmsg_init(&t[i], "order-1", i + 1);
+	pick_id(other_id, sizeof(other_id), "other-", 8, 1, 0,
+		agr_group_key("order-1", 8));
+	tmsg_init(&other, other_id, 50);
+
+	send_ok(d, &t[0]);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+	/* The held message counts: three more fit, then the group is full. */
+	for (i = 1; i < 4; i++)
+		send_ok(d, &t[i]);
+	for (i = 4; i < 10; i++)
+		ck_assert_int_eq(agr_dispatcher_send(d, &t[i].m), -EAGAIN);
+	send_ok(d, &other); /* the limit is per group */
+	ck_assert(journal_wait(&h.j, 1));
+	ck_assert_int_eq(other.status, 0);
+	ck_assert_uint_eq(stats_of(d).refused, 6);
+
+	agr_exchange_done(h.ex, 0);
+	ck_assert(journal_wait(&h.j, 5));
+	ASSERT_ORDER(&h.j, EV_DONE + 1, EV_START + 2, EV_DONE + 2,
+		     EV_START + 3, EV_DONE + 3, EV_START + 4, EV_DONE + 4);
+	for (i = 0; i < 10; i++)
+		ck_assert_int_eq(atomic_load(&t[i].completions), i < 4);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(t[i].status, 0);
+
+	/* Drained: the group takes messages again. */
+	for (i = 4; i < 8; i++)
+		send_ok(d, &t[i]);
+	ck_assert(journal_wait(&h.j, 9));
+	for (i = 4; i < 8; i++)
+		ck_assert_int_eq(t[i].status, 0);
+	st = stop_and_get_stats(d);
+	ck_assert_uint_eq(st.admitted, 9);
+	ck_assert_uint_eq(st.handled, 9);
+	ck_assert_uint_eq(st.refused, 6);
+	agr_dispatcher_free(d);
+	for (i = 8; i < 10; i++)
+		ck_assert_int_eq(atomic_load(&t[i].completions), 0);
+	held_destroy(&h);
+}
+END_TEST
+
+/* ---- several functions for one message ---- */
+
+enum { FN_A1 = 1, FN_A2 = 2, FN_ANY = 3 };
+#define EV_FN_OF(fn, seq) (EV_FN + 100 * (fn) + (seq))
+
+struct fanout {
+	struct journal j;
+	struct tu_latch started; /* the three functions of message 1 */
+	struct tu_latch finished;
+	agr_exchange *ex;
+	long after_first, after_second;
+};
+
+static void fan_note(agr_exchange *ex, struct fanout *f, int fn)
+{
+	journal_add(&f->j, EV_FN_OF(fn, current_tmsg(ex)->seq));
+	tu_latch_count_down(&f->started);
+}
+
+static int fan_a1(agr_exchange *ex, void *arg)
+{
+	struct fanout *f = arg;
+
+	fan_note(ex, f, FN_A1);
+	f->ex = ex;
+	return AGR_PENDING;
+}
+
+static int fan_a2(agr_exchange *ex, void *arg)
+{
+	struct fanout *f = arg;
+
+	fan_note(ex, f, FN_A2);
+	f->ex = ex;
+	return AGR_PENDING;
+}
+
+static int fan_any(agr_exchange *ex, void *arg)
+{
+	fan_note(ex, arg, FN_ANY);
+	return 0;
+}
+
+/* On the group's worker: finishes both pending functions, with errors. */
+static void finish_both(void *arg)
+{
+	struct fanout *f = arg;
+	agr_exchange *ex = f->ex;
+
+	agr_exchange_done(ex, -EIO);
+	f->after_first = tally_value(&f->j.completed);
+	agr_exchange_done(ex, -ENOENT); /* a later error is not the status */
+	f->after_second = tally_value(&f->j.completed);
+	tu_latch_count_down(&f->finished);
+}
+
+START_TEST(matching_functions_run_together)
+{
+	struct fanout f = { .ex = NULL };
+	struct tmsg a, b, n;
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	int fn;
+
+	journal_init(&f.j);
+	tu_latch_init(&f.started, 3);
+	tu_latch_init(&f.finished, 1);
+	o = owned_options(1, 8, &f.j);
+	d = new_dispatcher(&o);
+	add_fn(d, "A", fan_a1, &f);
+	add_fn(d, "A", fan_a2, &f);
+	add_fn(d, NULL, fan_any, &f);
+	start(d);
+	tmsg_init(&a, "order-1", 1);
+	a.m.type = "A";
+	send_ok(d, &a);
+	ck_assert(tu_latch_wait(&f.started, TU_LONG_NS));
+	/* All three started; the message waits for the two pending ones. */
+	ck_assert_int_eq(tally_value(&f.j.completed), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(agr_dispatcher_scheduler(d),
+						0, finish_both, &f), 0);
+	ck_assert(tu_latch_wait(&f.finished, TU_LONG_NS));
+	ck_assert_int_eq(f.after_first, 0);
+	ck_assert_int_eq(f.after_second, 1);
+	ck_assert_int_eq(a.status, -EIO);
+	for (fn = FN_A1; fn <= FN_ANY; fn++)
+		ASSERT_ORDER(&f.j, EV_FN_OF(fn, 1), EV_DONE + 1);
+
+	tmsg_init(&b, "order-1", 2);
+	b.m.type = "B";
+	tmsg_init(&n, "order-1", 3); /* no type */
+	send_ok(d, &b);
+	send_ok(d, &n);
+	ck_assert(journal_wait(&f.j, 3));
+	ck_assert_int_eq(b.status, 0);
+	ck_assert_int_eq(n.status, 0);
+	ASSERT_ORDER(&f.j, EV_FN_OF(FN_ANY, 2), EV_DONE + 2,
+		     EV_FN_OF(FN_ANY, 3), EV_DONE + 3);
+	ck_assert_int_eq(journal_pos(&f.j, EV_FN_OF(FN_A1, 2)), -1);
+	ck_assert_int_eq(journal_pos(&f.j, EV_FN_OF(FN_A2, 2)), -1);
+	ck_assert_int_eq(journal_pos(&f.j, EV_FN_OF(FN_A1, 3)), -1);
+	ck_assert_int_eq(journal_pos(&f.j, EV_FN_OF(FN_A2, 3)), -1);
+	ck_assert_int_eq(atomic_load(&a.completions), 1);
+	st = stop_and_get_stats(d);
+	ck_assert_uint_eq(st.failed, 1);
+	ck_assert_uint_eq(st.handled, 2);
+	agr_dispatcher_free(d);
+	tu_latch_destroy(&f.finished);
+	tu_latch_destroy(&f.started);
+	journal_destroy(&f.j);
+}
+END_TEST
+
+START_TEST(unmatched_message_is_skipped)
+{
+	struct journal j;
+	struct tmsg b;
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	o = owned_options(1, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, "A", handle, &j);
+	start(d);
+	tmsg_init(&b, "order-1", 1);
+	b.m.type = "B";
+	send_ok(d, &b);
+	ck_assert(journal_wait(&j, 1));
+	ck_assert_int_eq(b.status, 0);
+	ck_assert_int_eq(journal_pos(&j, EV_START + 1), -1);
+	st = stop_and_get_stats(d);
+	ck_assert_uint_eq(st.skipped, 1);
+	ck_assert_uint_eq(st.handled, 0);
+	agr_dispatcher_free(d);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* ---- bad input ---- */
+
+START_TEST(new_rejects_bad_options)
+{
+	static const agr_named_aggregate no_context = { NULL, "Order" };
+	static const agr_named_aggregate empty_aggregate = { "sales", "" };
+	agr_supplier *sup = new_supplier(1);
+	agr_dispatcher_options good = options(sup, false, 8, NULL), o;
+	agr_dispatcher *d = NULL;
+
+	ck_assert_int_eq(agr_dispatcher_new(NULL, &d), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_new(&good, NULL), -EINVAL);
+	o = good;
+	o.name = NULL;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	o = good;
+	o.name = "";
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	o = good;
+	o.supplier = NULL;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	o = good;
+	o.on_complete = NULL;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	o = good;
+	o.parallelism = -1;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	o = good;
+	o.named_aggregate = no_context;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	o = good;
+	o.named_aggregate = empty_aggregate;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	ck_assert_ptr_null(d);
+	ck_assert_int_eq(agr_supplier_size(sup), 0); /* nothing was made */
+
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
+	ck_assert_int_eq(agr_dispatcher_new(&good, &d), -ESHUTDOWN);
+	ck_assert_ptr_null(d);
+	agr_supplier_free(sup);
+}
+END_TEST
+
+START_TEST(send_and_register_reject_bad_input)
+{
+	struct tmsg ok, no_id;
+	agr_message *batch[2];
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	size_t admitted = 99;
+
+	journal_init(&j);
+	o = owned_options(1, 8, &j);
+	d = new_dispatcher(&o);
+	ck_assert_int_eq(agr_dispatcher_register(d, "A", NULL, NULL), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_register(NULL, "A", handle, &j),
+			 -EINVAL);
+	add_fn(d, NULL, handle, &j);
+	start(d);
+	ck_assert_int_eq(agr_dispatcher_register(d, "A", handle, &j), -EBUSY);
+	ck_assert_int_eq(agr_dispatcher_register(d, NULL, handle, &j), -EBUSY);
+
+	tmsg_init(&ok, "order-1", 1);
+	tmsg_init(&no_id, NULL, 2);
+	ck_assert_int_eq(agr_dispatcher_send(NULL, &ok.m), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_send(d, NULL), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_send(d, &no_id.m), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_group_of(d, NULL), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_group_of(d, &no_id.m), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, NULL, 1, &admitted),
+			 -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, batch, 0, &admitted), 0);
+	ck_assert_uint_eq(admitted, 0);
+	batch[0] = &ok.m;
+	batch[1] = NULL;
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, batch, 2, &admitted),
+			 -EINVAL);
+	ck_assert_uint_eq(admitted, 1); /* stops at the bad one */
+	ck_assert(journal_wait(&j, 1));
+	ck_assert_int_eq(ok.status, 0);
+	ck_assert_uint_eq(stats_of(d).refused, 0);
+	ck_assert_int_eq(agr_dispatcher_stats_get(d, NULL), -EINVAL);
+	stop_and_free(d);
+	ck_assert_int_eq(atomic_load(&no_id.completions), 0);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* Routes by the test message's seq, in range or not. */
+static int key_is_seq(const agr_message *msg, int parallelism, void *arg)
+{
+	(void)parallelism;
+	atomic_fetch_add((atomic_int *)arg, 1);
+	return ((const struct tmsg *)msg->user)->seq;
+}
+
+START_TEST(custom_group_key)
+{
+	struct tmsg in_range, too_big, negative;
+	atomic_int calls = 0;
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	agr_set_log_hook(count_log, NULL);
+	journal_init(&j);
+	o = owned_options(2, 8, &j);
+	o.group_key = key_is_seq;
+	o.group_key_arg = &calls;
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, handle, &j);
+	start(d);
+	tmsg_init(&in_range, "order-1", 3);
+	tmsg_init(&too_big, "order-1", 8);
+	tmsg_init(&negative, "order-1", -1);
+	ck_assert_int_eq(agr_dispatcher_group_of(d, &in_range.m), 3);
+	ck_assert_int_eq(agr_dispatcher_group_of(d, &too_big.m), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_send(d, &too_big.m), -EINVAL);
+	ck_assert_int_eq(agr_dispatcher_send(d, &negative.m), -EINVAL);
+	send_ok(d, &in_range);
+	ck_assert(journal_wait(&j, 1));
+	ck_assert_int_eq(in_range.group, 3);
+	ck_assert_int_eq(in_range.worker, 1);
+	ck_assert_int_gt(atomic_load(&calls), 0);
+	ck_assert_int_gt(atomic_load(&logged[AGR_LOG_ERROR]), 0);
+	stop_and_free(d);
+	ck_assert_int_eq(atomic_load(&too_big.completions), 0);
+	ck_assert_int_eq(atomic_load(&negative.completions), 0);
+	agr_set_log_hook(NULL, NULL);
+	journal_destroy(&j);
+}
+END_TEST
+
+static int return_garbage(agr_exchange *ex, void *arg)
+{
+	journal_add(arg, EV_START + current_tmsg(ex)->seq);
+	return 42;
+}
+
+START_TEST(garbage_return_is_einval)
+{
+	struct journal j;
+	struct tmsg t;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	agr_set_log_hook(count_log, NULL);
+	journal_init(&j);
+	o = owned_options(1, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, return_garbage, &j);
+	start(d);
+	tmsg_init(&t, "order-1", 1);
+	send_ok(d, &t);
+	ck_assert(journal_wait(&j, 1));
+	ck_assert_int_eq(t.status, -EINVAL);
+	ck_assert_uint_eq(stop_and_get_stats(d).failed, 1);
+	ck_assert_int_gt(atomic_load(&logged[AGR_LOG_ERROR]), 0);
+	agr_dispatcher_free(d);
+	agr_set_log_hook(NULL, NULL);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* Finishes itself, twice, before returning AGR_PENDING once. */
+static int done_twice(agr_exchange *ex, void *arg)
+{
+	journal_add(arg, EV_START + current_tmsg(ex)->seq);
+	agr_exchange_done(ex, 0);
+	agr_exchange_done(ex, -EIO); /* nothing pending: ignored */
+	return AGR_PENDING;
+}
+
+START_TEST(second_done_is_ignored)
+{
+	struct tmsg t1, t2;
+	struct journal j;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	agr_set_log_hook(count_log, NULL);
+	journal_init(&j);
+	o = owned_options(1, 8, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, done_twice, &j);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	tmsg_init(&t2, "order-1", 2);
+	send_ok(d, &t1);
+	send_ok(d, &t2);
+	ck_assert(journal_wait(&j, 2));
+	stop_and_free(d); /* every message done, nothing left to complete */
+	ck_assert_int_eq(atomic_load(&t1.completions), 1);
+	ck_assert_int_eq(atomic_load(&t2.completions), 1);
+	ck_assert_int_eq(t1.status, 0);
+	ck_assert_int_eq(t2.status, 0);
+	ck_assert_int_eq(tally_value(&j.completed), 2);
+	ck_assert_int_ge(atomic_load(&logged[AGR_LOG_WARN]), 2);
+	agr_set_log_hook(NULL, NULL);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* Creates a dispatcher with `parallelism` and returns its group count. */
+static int resolved_parallelism(int parallelism)
+{
+	agr_dispatcher_options o = owned_options(1, parallelism, NULL);
+	agr_dispatcher *d = NULL;
+	int ret = agr_dispatcher_new(&o, &d), groups;
+
+	if (ret) {
+		agr_supplier_free(o.supplier);
+		return ret;
+	}
+	groups = agr_dispatcher_parallelism(d);
+	agr_dispatcher_free(d);
+	return groups;
+}
+
+START_TEST(default_parallelism_is_64_per_cpu)
+{
+	unsetenv("AGR_PARALLELISM");
+	ck_assert_int_eq(resolved_parallelism(0),
+			 64 * (int)sysconf(_SC_NPROCESSORS_ONLN));
+	ck_assert_int_eq(resolved_parallelism(5), 5);
+}
+END_TEST
+
+START_TEST(parallelism_env_overrides_default)
+{
+	agr_set_log_hook(count_log, NULL);
+	setenv("AGR_PARALLELISM", "7", 1);
+	ck_assert_int_eq(resolved_parallelism(0), 7);
+	ck_assert_int_eq(resolved_parallelism(5), 5); /* explicit wins */
+	setenv("AGR_PARALLELISM", "zero", 1);
+	ck_assert_int_eq(resolved_parallelism(0), -EINVAL);
+	setenv("AGR_PARALLELISM", "-3", 1);
+	ck_assert_int_eq(resolved_parallelism(0), -EINVAL);
+	agr_set_log_hook(NULL, NULL);
+}
+END_TEST
+
+/* ---- forwarding between two dispatchers ---- */
+
+#define FORWARDS 64
+
+struct forwarding {
+	agr_dispatcher *payments;
+	struct journal orders_j, payments_j;
+	struct tmsg in[FORWARDS], out[FORWARDS];
+	char in_ids[FORWARDS][24], out_ids[FORWARDS][24];
+};
+
+/* An order's function sends the payment of the same seq. */
+static int forward_payment(agr_exchange *ex, void *arg)
+{
+	struct forwarding *f = arg;
+	struct tmsg *t = current_tmsg(ex);
+
+	EXPECT(agr_dispatcher_send(f->payments, &f->out[t->seq].m) == 0);
+	return 0;
+}
+
+START_TEST(forwarding_between_dispatchers)
+{
+	struct forwarding *f = calloc(1, sizeof(*f));
+	agr_supplier *sup = new_supplier(2);
+	agr_dispatcher_options oo, po;
+	agr_dispatcher *orders;
+	int i;
+
+	ck_assert_ptr_nonnull(f);
+	journal_init(&f->orders_j);
+	journal_init(&f->payments_j);
+	oo = options(sup, false, 16, &f->orders_j);
+	po = options(sup, false, 16, &f->payments_j);
+	po.name = "payments";
+	po.named_aggregate = payment;
+	orders = new_dispatcher(&oo);
+	f->payments = new_dispatcher(&po);
+	ck_assert_ptr_ne(agr_dispatcher_scheduler(orders),
+			 agr_dispatcher_scheduler(f->payments));
+	add_fn(orders, NULL, forward_payment, f);
+	add_fn(f->payments, NULL, handle, &f->payments_j);
+	start(f->payments);
+	start(orders);
+	for (i = 0; i < FORWARDS; i++) {
+		snprintf(f->in_ids[i], sizeof(f->in_ids[i]), "order-%d", i);
+		snprintf(f->out_ids[i], sizeof(f->out_ids[i]), "pay-%d", i);
+		tmsg_init(&f->in[i], f->in_ids[i], i);
+		tmsg_init(&f->out[i], f->out_ids[i], i);
+		send_ok(orders, &f->in[i]);
+	}
+	ck_assert(journal_wait(&f->orders_j, FORWARDS));
+	ck_assert(journal_wait(&f->payments_j, FORWARDS));
+	assert_no_worker_failure();
+	for (i = 0; i < FORWARDS; i++) {
+		ck_assert_int_eq(f->in[i].status, 0);
+		ck_assert_int_eq(f->out[i].status, 0);
+		ck_assert_int_eq(atomic_load(&f->out[i].completions), 1);
+		ck_assert_ptr_eq(f->out[i].disp, f->payments);
+		ck_assert_ptr_eq(f->out[i].sched,
+				 agr_dispatcher_scheduler(f->payments));
+		ck_assert_int_eq(f->out[i].current, f->out[i].worker);
+	}
+	stop(orders);
+	ck_assert_uint_eq(stop_and_get_stats(f->payments).handled, FORWARDS);
+	agr_dispatcher_free(f->payments);
+	agr_dispatcher_free(orders);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
+	agr_supplier_free(sup);
+	journal_destroy(&f->payments_j);
+	journal_destroy(&f->orders_j);
+	free(f);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("dispatcher");
+	TCase *ref = tcase_create("reference");
+	TCase *core = tcase_create("core");
+	TCase *stress = tcase_create("stress");
+
+	/* Generous even when run by hand, outside `make check`. */
+	tcase_set_timeout(ref, 120);
+	tcase_set_timeout(core, 120);
+	tcase_set_timeout(stress, 300);
+
+	tcase_add_test(ref, routes_to_group_and_its_worker);
+	tcase_add_test(ref, graceful_stop_when_idle_completes);
+	tcase_add_test(ref, graceful_stop_drains_in_order);
+	tcase_add_test(ref, stop_before_start_is_final);
+	tcase_add_test(ref, stop_before_start_discards_admitted);
+	tcase_add_test(ref, sends_before_start_wait_for_start);
+	tcase_add_test(ref, sends_after_stop_are_refused);
+	tcase_add_test(ref, handler_error_is_reported);
+	tcase_add_loop_test(ref, force_stop_cancels_blocked_io, 0, 2);
+	tcase_add_loop_test(ref,
+			    done_from_another_thread_after_force_stop_completes,
+			    0, 2);
+
+	tcase_add_test(core, groups_run_concurrently);
+	tcase_add_test(core, async_function_holds_only_its_group);
+	tcase_add_test(core, queue_limit_gives_eagain);
+	tcase_add_test(core, matching_functions_run_together);
+	tcase_add_test(core, unmatched_message_is_skipped);
+	tcase_add_test(core, new_rejects_bad_options);
+	tcase_add_test(core, send_and_register_reject_bad_input);
+	tcase_add_test(core, custom_group_key);
+	tcase_add_test(core, garbage_return_is_einval);
+	tcase_add_test(core, second_done_is_ignored);
+	tcase_add_test(core, default_parallelism_is_64_per_cpu);
+	tcase_add_test(core, parallelism_env_overrides_default);
+	tcase_add_test(core, forwarding_between_dispatchers);
+
+	tcase_add_test(stress, per_id_order_under_load);
+	tcase_add_test(stress, force_stop_with_thousands_queued);
+
+	suite_add_tcase(s, ref);
+	suite_add_tcase(s, core);
+	suite_add_tcase(s, stress);
+	return s;
+}
+
+int main(void)
+{
+	tu_require_io_uring();
+	return tu_run(suite());
+}
