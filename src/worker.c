@@ -312,10 +312,14 @@ void agr__worker_adopt_orphans(struct agr_worker *w)
 
 /* ---- loop ---- */
 
+/*
+ * A graceful stop wakes the loop only once nothing is in flight: until
+ * then the worker must sleep in the kernel, where completions arrive.
+ */
 static bool must_wake(struct agr_worker *w)
 {
-	return agr__mpsc_maybe_nonempty(&w->inbox) ||
-	       atomic_load(&w->stop_requested) || atomic_load(&w->force);
+	return agr__mpsc_maybe_nonempty(&w->inbox) || atomic_load(&w->force) ||
+	       (atomic_load(&w->stop_requested) && w->inflight == 0);
 }
 
 /*
