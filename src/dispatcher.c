@@ -127,14 +127,22 @@ static void active_add(struct agr_dispatcher *d)
 	atomic_fetch_add(&d->active, 1);
 }
 
+/*
+ * The step to zero happens under the lock: a waiter that sees zero may
+ * free the dispatcher, so after it nothing here may touch `d` but the
+ * unlock. Steps above zero stay lock-free.
+ */
 static void active_sub(struct agr_dispatcher *d)
 {
-	/* Reaching zero is rare under load; then waiters are told. */
-	if (atomic_fetch_sub(&d->active, 1) == 1) {
-		pthread_mutex_lock(&d->lock);
+	long v = atomic_load(&d->active);
+
+	while (v > 1)
+		if (atomic_compare_exchange_weak(&d->active, &v, v - 1))
+			return;
+	pthread_mutex_lock(&d->lock);
+	if (atomic_fetch_sub(&d->active, 1) == 1)
 		pthread_cond_broadcast(&d->cond);
-		pthread_mutex_unlock(&d->lock);
-	}
+	pthread_mutex_unlock(&d->lock);
 }
 
 static int wait_idle(struct agr_dispatcher *d, uint64_t deadline)
