@@ -12,6 +12,7 @@
 #include <aggring/supplier.h>
 #include <aggring/group_key.h>
 #include <aggring/dispatcher.h>
+#include <aggring/metrics.h>
 #include <aggring/io.h>
 
 #endif /* AGGRING_H */

@@ -17,8 +17,10 @@
  * then waits for `active` to reach zero.
  */
 #include "dispatcher.h"
+#include "histogram.h"
 #include "scheduler.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +41,8 @@ struct agr_exchange {
 	int status;  /* first error */
 	unsigned flags;
 	unsigned matched;
+	uint64_t enqueued_ns; /* with metrics only */
+	uint64_t started_ns;
 };
 
 _Static_assert(sizeof(struct agr_exchange) <=
@@ -73,6 +77,12 @@ struct handler {
 	void *arg;
 };
 
+/* Latency histograms of one worker's groups: that worker writes them. */
+struct latency {
+	AGR__ALIGNED_CACHELINE struct agr__histogram queue;
+	struct agr__histogram processing;
+};
+
 /* A force stop's visit to one worker: cancels in-progress I/O. */
 struct sweep {
 	struct agr__work work;
@@ -90,6 +100,7 @@ struct agr_dispatcher {
 	atomic_bool forced;
 
 	AGR__ALIGNED_CACHELINE char *name;
+	char *context_name, *aggregate_name;
 	int parallelism;
 	struct group *groups;
 	agr_supplier *supplier;
@@ -100,6 +111,8 @@ struct agr_dispatcher {
 	agr_group_key_fn group_key;
 	void *group_key_arg;
 	unsigned queue_limit;
+	bool count_depth; /* a queue limit or metrics */
+	struct latency *latency; /* per worker; NULL without metrics */
 	struct handler *handlers;
 	size_t nhandlers;
 	struct sweep *sweeps;
@@ -195,15 +208,6 @@ static void gate_close(struct agr_dispatcher *d)
 
 /* ---- completion ---- */
 
-/* A counter with one writer at a time. */
-static void bump(atomic_uint_fast64_t *counter)
-{
-	atomic_store_explicit(counter,
-			      atomic_load_explicit(counter,
-						   memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
-
 /* A counter any sender may bump. */
 static void count(atomic_uint_fast64_t *counter)
 {
@@ -215,7 +219,7 @@ static void complete(struct group *g, struct agr_exchange *ex, int status)
 	struct agr_dispatcher *d = g->d;
 
 	ex->flags |= EX_DONE;
-	if (d->queue_limit)
+	if (d->count_depth)
 		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
 	d->on_complete(message_of(ex), status, d->complete_arg);
 	if (d->lease.release)
@@ -224,19 +228,27 @@ static void complete(struct group *g, struct agr_exchange *ex, int status)
 
 static void discard(struct group *g, struct agr_exchange *ex)
 {
-	bump(&g->discarded);
+	agr__bump(&g->discarded);
 	complete(g, ex, AGR_DISCARDED);
+}
+
+static struct latency *latency_of(struct group *g)
+{
+	return &g->d->latency[agr_worker_index(g->worker)];
 }
 
 static void finish(struct group *g, struct agr_exchange *ex)
 {
 	g->current = NULL;
+	if (g->d->latency)
+		agr__histogram_record(&latency_of(g)->processing,
+				      agr__now_ns() - ex->started_ns);
 	if (ex->matched == 0)
-		bump(&g->skipped);
+		agr__bump(&g->skipped);
 	else if (ex->status < 0)
-		bump(&g->failed);
+		agr__bump(&g->failed);
 	else
-		bump(&g->handled);
+		agr__bump(&g->handled);
 	complete(g, ex, ex->status < 0 ? ex->status : 0);
 }
 
@@ -256,7 +268,7 @@ static struct agr_exchange *pop_message(struct group *g)
 	for (;;) {
 		n = agr__mpsc_pop(&g->queue);
 		if (n) {
-			bump(&g->admitted);
+			agr__bump(&g->admitted);
 			return agr__container_of(n, struct agr_exchange, node);
 		}
 		if (!agr__mpsc_maybe_nonempty(&g->queue))
@@ -307,6 +319,13 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 
 	g->current = ex;
 	ex->flags = EX_STARTING;
+	if (d->latency) {
+		ex->started_ns = agr__now_ns();
+		agr__histogram_record(&latency_of(g)->queue,
+				      ex->started_ns - ex->enqueued_ns);
+	}
+	if (atomic_load_explicit(&agr__watchdog_on, memory_order_relaxed))
+		agr__worker_label(g->worker, d->name, (int)g->index, msg->type);
 	g->worker->current_owner = ex; /* its I/O can be cancelled */
 	for (i = 0; i < d->nhandlers; i++)
 		if (handler_matches(&d->handlers[i], msg))
@@ -545,8 +564,11 @@ static void free_memory(struct agr_dispatcher *d)
 		free(d->handlers[i].type);
 	free(d->handlers);
 	free(d->sweeps);
+	free(d->latency);
 	free(d->groups);
 	free(d->name);
+	free(d->context_name);
+	free(d->aggregate_name);
 	pthread_cond_destroy(&d->cond);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
@@ -572,15 +594,30 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 	pthread_condattr_destroy(&ca);
 	d->parallelism = parallelism;
 	d->name = strdup(o->name);
+	d->context_name = strdup(o->named_aggregate.context_name);
+	d->aggregate_name = strdup(o->named_aggregate.aggregate_name);
 	if (posix_memalign((void **)&d->groups, AGR__CACHELINE,
 			   (size_t)parallelism * sizeof(*d->groups)) != 0)
 		d->groups = NULL;
-	if (!d->name || !d->groups) {
+	if (!d->name || !d->context_name || !d->aggregate_name ||
+	    !d->groups) {
 		free_memory(d);
 		return -ENOMEM;
 	}
 	memset(d->groups, 0, (size_t)parallelism * sizeof(*d->groups));
 	*out = d;
+	return 0;
+}
+
+static int alloc_latency(struct agr_dispatcher *d)
+{
+	size_t size = (size_t)d->sched->parallelism * sizeof(*d->latency);
+
+	if (posix_memalign((void **)&d->latency, AGR__CACHELINE, size) != 0) {
+		d->latency = NULL;
+		return -ENOMEM;
+	}
+	memset(d->latency, 0, size);
 	return 0;
 }
 
@@ -606,6 +643,8 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 		if (!d->sweeps)
 			ret = -ENOMEM;
 	}
+	if (!ret && o->metrics)
+		ret = alloc_latency(d);
 	if (ret) {
 		free_memory(d);
 		return ret;
@@ -617,6 +656,7 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	d->group_key = o->group_key;
 	d->group_key_arg = o->group_key_arg;
 	d->queue_limit = o->queue_limit;
+	d->count_depth = o->queue_limit || o->metrics;
 	d->lifecycle = D_NEW;
 	init_groups(d);
 	init_sweeps(d);
@@ -661,8 +701,11 @@ int agr__dispatcher_set_lease(agr_dispatcher *d,
 	if (!d)
 		return -EINVAL;
 	pthread_mutex_lock(&d->lock);
-	if (d->lifecycle != D_NEW)
+	/* Messages already admitted hold no lease to release. */
+	if (d->lifecycle != D_NEW || atomic_load(&d->active) > 0)
 		ret = -EBUSY;
+	else if (ops && d->lease.acquire)
+		ret = -EEXIST;
 	else if (ops)
 		d->lease = *ops;
 	else
@@ -725,16 +768,16 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 		return NULL;
 	}
 	g = &d->groups[key];
-	if (d->queue_limit &&
+	if (d->count_depth &&
 	    atomic_fetch_add_explicit(&g->depth, 1, memory_order_relaxed) >=
-		    d->queue_limit) {
+		    (d->queue_limit ? d->queue_limit : UINT_MAX)) {
 		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
 		count(&g->refused);
 		*err = -EAGAIN;
 		return NULL;
 	}
 	if (d->lease.acquire && !d->lease.acquire(d->lease.arg)) {
-		if (d->queue_limit)
+		if (d->count_depth)
 			atomic_fetch_sub_explicit(&g->depth, 1,
 						  memory_order_relaxed);
 		count(&g->refused);
@@ -747,6 +790,8 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 	ex->status = 0;
 	ex->flags = 0;
 	ex->matched = 0;
+	if (d->latency)
+		ex->enqueued_ns = agr__now_ns();
 	agr__mpsc_push(&g->queue, &ex->node);
 	return g;
 }
@@ -1050,6 +1095,49 @@ AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 		out->failed += load(&g->failed);
 		out->skipped += load(&g->skipped);
 		out->discarded += load(&g->discarded);
+	}
+	return 0;
+}
+
+static void read_depths(const struct agr_dispatcher *d,
+			agr_dispatcher_metrics *out)
+{
+	unsigned depth;
+	int i;
+
+	out->deepest_group = -1;
+	out->depth_enabled = d->count_depth;
+	if (!d->count_depth)
+		return;
+	for (i = 0; i < d->parallelism; i++) {
+		depth = atomic_load_explicit(&d->groups[i].depth,
+					     memory_order_relaxed);
+		out->queue_depth += depth;
+		if (depth > out->deepest_group_depth) {
+			out->deepest_group_depth = depth;
+			out->deepest_group = i;
+		}
+	}
+}
+
+AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
+				       agr_dispatcher_metrics *out)
+{
+	int i;
+
+	if (!d || !out)
+		return -EINVAL;
+	memset(out, 0, sizeof(*out));
+	out->dispatcher = d->name;
+	out->context = d->context_name;
+	out->aggregate = d->aggregate_name;
+	agr_dispatcher_stats_get(d, &out->messages);
+	read_depths(d, out);
+	out->latency_enabled = d->latency != NULL;
+	for (i = 0; d->latency && i < d->sched->parallelism; i++) {
+		agr__histogram_read(&d->latency[i].queue, &out->queue_latency);
+		agr__histogram_read(&d->latency[i].processing,
+				    &out->processing_latency);
 	}
 	return 0;
 }

@@ -28,6 +28,21 @@
 #define agr__container_of(ptr, type, member) \
 	((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
+/*
+ * Adds to a counter that has one writer at a time: a plain load and
+ * store (no locked instruction); atomic only so readers may look.
+ */
+static inline void agr__bump_by(atomic_uint_fast64_t *c, uint64_t by)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) +
+				      by, memory_order_relaxed);
+}
+
+static inline void agr__bump(atomic_uint_fast64_t *c)
+{
+	agr__bump_by(c, 1);
+}
+
 /* printf-style logging through the user's hook (common.h). */
 void agr__log(agr_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));

@@ -89,9 +89,11 @@ AGR_API const char *agr_strerror(int err)
 	case -ECANCELED:
 		return "cancelled";
 	case -ENOSYS:
-		return "io_uring not available (blocked by seccomp or not built into the kernel)";
+		return "function not implemented (for io_uring: blocked by "
+		       "seccomp or not built into the kernel)";
 	case -EPERM:
-		return "io_uring not permitted (kernel.io_uring_disabled or a security policy)";
+		return "operation not permitted (for io_uring: "
+		       "kernel.io_uring_disabled or a security policy)";
 	case -EBUSY:
 		return "busy";
 	case -EALREADY:

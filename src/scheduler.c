@@ -5,6 +5,8 @@
  */
 #include "scheduler.h"
 
+#include <aggring/metrics.h>
+
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -91,6 +93,49 @@ bool agr__scheduler_terminated(struct agr_scheduler *s)
 AGR_API bool agr_scheduler_is_terminated(agr_scheduler *s)
 {
 	return s && agr__scheduler_terminated(s);
+}
+
+static uint64_t read_stat(const atomic_uint_fast64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Loop lifetime so far, less the time asleep. */
+static uint64_t running_ns(struct agr_worker *w, uint64_t blocked)
+{
+	uint64_t start = read_stat(&w->started_ns);
+	uint64_t end = read_stat(&w->exited_ns);
+	uint64_t life;
+
+	if (!start)
+		return 0;
+	life = (end ? end : agr__now_ns()) - start;
+	return life > blocked ? life - blocked : 0;
+}
+
+AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,
+					 agr_worker_metrics *out)
+{
+	struct agr__worker_stats *st;
+	struct agr_worker *w;
+
+	if (!s || !out || index < 0 || index >= s->parallelism)
+		return -EINVAL;
+	w = s->workers[index];
+	st = &w->stats;
+	memset(out, 0, sizeof(*out));
+	out->iterations = read_stat(&st->iterations);
+	out->doorbells = read_stat(&st->doorbells);
+	out->items = read_stat(&st->items);
+	out->io_completions = read_stat(&st->io_completions);
+	out->blocked_ns = read_stat(&st->blocked_ns);
+	out->running_ns = running_ns(w, out->blocked_ns);
+	out->sq_full = read_stat(&st->sq_full);
+	out->cq_overflow = read_stat(&st->cq_overflow);
+	out->blocking_detected = read_stat(&st->blocking_detected);
+	out->inflight = (int)atomic_load_explicit(&w->inflight_now,
+						  memory_order_relaxed);
+	return 0;
 }
 
 /* ---- creation ---- */
@@ -262,6 +307,7 @@ int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
 		agr__scheduler_free(s);
 		return ret;
 	}
+	agr__watchdog_register(s);
 	*out = s;
 	return 0;
 }
@@ -345,6 +391,7 @@ void agr__scheduler_free(struct agr_scheduler *s)
 	if (!s)
 		return;
 	agr__scheduler_dispose(s, true);
+	agr__watchdog_unregister(s);
 	for (i = 0; i < s->parallelism; i++) {
 		struct agr_worker *w = s->workers[i];
 

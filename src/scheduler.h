@@ -85,6 +85,10 @@ bool agr__scheduler_terminated(struct agr_scheduler *s);
  */
 void agr__scheduler_free(struct agr_scheduler *s);
 
+/* The blocking detector watches registered schedulers (watchdog.c). */
+void agr__watchdog_register(struct agr_scheduler *s);
+void agr__watchdog_unregister(struct agr_scheduler *s);
+
 /* Called by a worker thread: ring setup finished with `err`. */
 void agr__scheduler_worker_ready(struct agr_scheduler *s, int err);
 

@@ -13,6 +13,7 @@
 #include "scheduler.h"
 
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,7 @@
 #define WORKER_CQ_ENTRIES 4096
 
 _Thread_local struct agr_worker *agr__current_worker;
+atomic_bool agr__watchdog_on;
 
 AGR_API agr_worker *agr_worker_current(void)
 {
@@ -65,6 +67,7 @@ static void send_doorbell(struct agr_worker *target)
 	/* From a worker the doorbell is an SQE on its own ring. */
 	sqe = io_uring_get_sqe(&self->ring);
 	if (!sqe) {
+		agr__bump(&self->stats.sq_full);
 		agr__worker_flush(self);
 		sqe = io_uring_get_sqe(&self->ring);
 	}
@@ -124,6 +127,8 @@ static void op_track(struct agr_worker *w, struct agr__op *op)
 		op->next->prev = op;
 	w->inflight_list = op;
 	w->inflight++;
+	atomic_store_explicit(&w->inflight_now, w->inflight,
+			      memory_order_relaxed);
 }
 
 static void op_untrack(struct agr_worker *w, struct agr__op *op)
@@ -135,6 +140,8 @@ static void op_untrack(struct agr_worker *w, struct agr__op *op)
 	if (op->next)
 		op->next->prev = op->prev;
 	w->inflight--;
+	atomic_store_explicit(&w->inflight_now, w->inflight,
+			      memory_order_relaxed);
 }
 
 static void op_free(struct agr_worker *w, struct agr__op *op)
@@ -172,6 +179,7 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		return -ESHUTDOWN;
 	sqe = io_uring_get_sqe(&w->ring);
 	if (!sqe) {
+		agr__bump(&w->stats.sq_full);
 		agr__worker_flush(w); /* SQ full: hand it over, retry */
 		sqe = io_uring_get_sqe(&w->ring);
 		if (!sqe)
@@ -195,12 +203,81 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	return 0;
 }
 
+/* ---- what runs now, for the watchdog ---- */
+
+static void running_begin(struct agr_worker *w)
+{
+	if (!atomic_load_explicit(&agr__watchdog_on, memory_order_relaxed))
+		return;
+	atomic_store_explicit(&w->running.label[0], 0, memory_order_relaxed);
+	atomic_store_explicit(&w->running.since_ns, agr__now_ns(),
+			      memory_order_release);
+}
+
+static void running_end(struct agr_worker *w)
+{
+	if (atomic_load_explicit(&w->running.since_ns, memory_order_relaxed))
+		atomic_store_explicit(&w->running.since_ns, 0,
+				      memory_order_release);
+}
+
+void agr__worker_label(struct agr_worker *w, const char *owner, int group,
+		       const char *type)
+{
+	char text[AGR__LABEL_WORDS * sizeof(uint64_t)];
+	uint64_t word;
+	unsigned seq, i;
+
+	snprintf(text, sizeof(text), "%.24s group %d type %.16s", owner,
+		 group, type ? type : "-");
+	/* Each handler is timed on its own, not the whole activation. */
+	atomic_store_explicit(&w->running.since_ns, agr__now_ns(),
+			      memory_order_release);
+	seq = atomic_load_explicit(&w->running.seq, memory_order_relaxed);
+	atomic_store_explicit(&w->running.seq, seq + 1, memory_order_relaxed);
+	atomic_thread_fence(memory_order_release);
+	for (i = 0; i < AGR__LABEL_WORDS; i++) {
+		memcpy(&word, text + i * sizeof(word), sizeof(word));
+		atomic_store_explicit(&w->running.label[i], word,
+				      memory_order_relaxed);
+	}
+	atomic_store_explicit(&w->running.seq, seq + 2, memory_order_release);
+}
+
+bool agr__worker_read_running(struct agr_worker *w, uint64_t *since_ns,
+			      char *buf, size_t len)
+{
+	char text[AGR__LABEL_WORDS * sizeof(uint64_t)];
+	unsigned before, after, i;
+	uint64_t word;
+
+	before = atomic_load_explicit(&w->running.seq, memory_order_acquire);
+	*since_ns = atomic_load_explicit(&w->running.since_ns,
+					 memory_order_acquire);
+	for (i = 0; i < AGR__LABEL_WORDS; i++) {
+		word = atomic_load_explicit(&w->running.label[i],
+					    memory_order_relaxed);
+		memcpy(text + i * sizeof(word), &word, sizeof(word));
+	}
+	atomic_thread_fence(memory_order_acquire);
+	after = atomic_load_explicit(&w->running.seq, memory_order_relaxed);
+	if ((before & 1) || before != after)
+		return false;
+	text[sizeof(text) - 1] = '\0';
+	snprintf(buf, len, "%s", text[0] ? text : "a task");
+	return true;
+}
+
 static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 			 unsigned flags)
 {
 	struct agr__op *op;
 
-	if (ud == AGR__UD_BELL || ud == AGR__UD_IGNORE)
+	if (ud == AGR__UD_BELL) {
+		agr__bump(&w->stats.doorbells);
+		return;
+	}
+	if (ud == AGR__UD_IGNORE)
 		return;
 	if ((ud & 3) == AGR__UD_MSG_TAG) {
 		struct agr_worker *target =
@@ -218,8 +295,11 @@ static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 	/* Its last CQE: no longer in flight, not even for its callback. */
 	if (!(flags & IORING_CQE_F_MORE))
 		op_untrack(w, op);
+	agr__bump(&w->stats.io_completions);
 	w->current_owner = op->owner; /* follow-up I/O has the same owner */
+	running_begin(w);
 	op->cb(res, op->arg);
+	running_end(w);
 	w->current_owner = NULL;
 	if (!(flags & IORING_CQE_F_MORE))
 		op_free(w, op);
@@ -283,7 +363,10 @@ static bool run_inbox(struct agr_worker *w)
 		work = inbox_pop(w);
 		if (!work)
 			return false;
+		agr__bump(&w->stats.items);
+		running_begin(w);
 		work->fn(work, w, 0);
+		running_end(w);
 	}
 	return true;
 }
@@ -329,6 +412,7 @@ static bool must_wake(struct agr_worker *w)
  */
 static void sleep_in_kernel(struct agr_worker *w)
 {
+	uint64_t slept_at;
 	int ret;
 
 	atomic_store_explicit(&w->bell, AGR__BELL_ARMED, memory_order_seq_cst);
@@ -337,7 +421,9 @@ static void sleep_in_kernel(struct agr_worker *w)
 					 memory_order_seq_cst);
 		return;
 	}
+	slept_at = agr__now_ns();
 	ret = io_uring_submit_and_wait(&w->ring, 1);
+	agr__bump_by(&w->stats.blocked_ns, agr__now_ns() - slept_at);
 	if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -EBUSY &&
 	    ret != -EAGAIN)
 		agr__log(AGR_LOG_ERROR, "%s: io_uring_submit_and_wait: %s",
@@ -360,6 +446,7 @@ struct io_uring_sqe *agr__worker_cancel_sqe(struct agr_worker *w)
 	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
 
 	if (!sqe) {
+		agr__bump(&w->stats.sq_full);
 		agr__worker_flush(w);
 		sqe = io_uring_get_sqe(&w->ring);
 	}
@@ -421,12 +508,20 @@ static bool graceful_done(struct agr_worker *w)
 	       !agr__mpsc_maybe_nonempty(&w->inbox) && w->inflight == 0;
 }
 
+/* The kernel kept CQEs aside (FEAT_NODROP); reaping drains them. */
+static void note_cq_overflow(struct agr_worker *w)
+{
+	if (IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_CQ_OVERFLOW)
+		agr__bump(&w->stats.cq_overflow);
+}
+
 static void worker_loop(struct agr_worker *w)
 {
 	bool more;
 
 	for (;;) {
-		w->iterations++;
+		agr__bump(&w->stats.iterations);
+		note_cq_overflow(w);
 		reap(w);
 		more = run_inbox(w);
 		if (atomic_load(&w->force)) {
@@ -473,8 +568,12 @@ void *agr__worker_main(void *arg)
 		w->ring_fd = w->ring.ring_fd;
 	}
 	agr__scheduler_worker_ready(w->sched, ret);
+	atomic_store_explicit(&w->started_ns, agr__now_ns(),
+			      memory_order_relaxed);
 	if (ret == 0)
 		worker_loop(w);
+	atomic_store_explicit(&w->exited_ns, agr__now_ns(),
+			      memory_order_relaxed);
 	free_op_pool(w);
 	agr__current_worker = NULL;
 	/* What was pushed after our last look is adopted, by us or them. */

@@ -56,6 +56,26 @@ struct agr__op {
 
 enum { AGR__BELL_ARMED = 0, AGR__BELL_RUNG = 1 };
 
+/* Loop figures: written by the worker only, read anywhere. */
+struct agr__worker_stats {
+	atomic_uint_fast64_t iterations, doorbells, items, io_completions;
+	atomic_uint_fast64_t blocked_ns, sq_full, cq_overflow;
+	atomic_uint_fast64_t blocking_detected; /* written by the watchdog */
+};
+
+/*
+ * What the worker runs now, for the watchdog: a sequence lock over
+ * plain words so that a reader never sees a torn label. since_ns is 0
+ * while nothing runs.
+ */
+#define AGR__LABEL_WORDS 8
+struct agr__running {
+	atomic_uint seq;
+	atomic_uint_fast64_t since_ns;
+	atomic_uint_fast64_t label[AGR__LABEL_WORDS];
+	uint64_t reported_since; /* watchdog's own */
+};
+
 struct agr_worker {
 	/* Written by producers. */
 	AGR__ALIGNED_CACHELINE struct agr__mpsc inbox;
@@ -77,9 +97,12 @@ struct agr_worker {
 	bool ring_ready;
 	bool closing; /* no new operations may be submitted */
 	unsigned inflight;
+	atomic_uint inflight_now; /* a copy of inflight for readers */
 	struct agr__op *inflight_list;
 	struct agr__op *free_ops;
-	unsigned long iterations;
+	struct agr__worker_stats stats;
+	struct agr__running running;
+	atomic_uint_fast64_t started_ns, exited_ns;
 	/*
 	 * What runs now (a dispatcher exchange, say); operations submitted
 	 * meanwhile, and from their callbacks, belong to it, so that a
@@ -96,6 +119,21 @@ struct agr_worker {
 
 /* The worker the calling thread runs, or NULL. */
 extern _Thread_local struct agr_worker *agr__current_worker;
+
+/* True while agr_watchdog_start() is in force. */
+extern atomic_bool agr__watchdog_on;
+
+/*
+ * Labels what the current item runs from now on, for the watchdog's
+ * report, and restarts its clock: `owner` (a dispatcher name), a group
+ * (or -1) and a message type. Only call while agr__watchdog_on.
+ */
+void agr__worker_label(struct agr_worker *w, const char *owner, int group,
+		       const char *type);
+
+/* Reads the label into `buf` ("owner group type"); false if torn. */
+bool agr__worker_read_running(struct agr_worker *w, uint64_t *since_ns,
+			      char *buf, size_t len);
 
 /* Thread body; `arg` is the worker. */
 void *agr__worker_main(void *arg);

@@ -109,6 +109,11 @@ typedef struct agr_dispatcher_options {
 	void *group_key_arg;
 	/* Messages one group may hold before sends get -EAGAIN; 0: none. */
 	unsigned queue_limit;
+	/*
+	 * Record queue and processing latency histograms and queue depth
+	 * (aggring/metrics.h): two clock reads per message. Off by default.
+	 */
+	bool metrics;
 } agr_dispatcher_options;
 
 /*
