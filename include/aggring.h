@@ -12,6 +12,8 @@
 #include <aggring/supplier.h>
 #include <aggring/group_key.h>
 #include <aggring/dispatcher.h>
+#include <aggring/composite.h>
+#include <aggring/runtime.h>
 #include <aggring/metrics.h>
 #include <aggring/io.h>
 
