@@ -1,0 +1,740 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_load - drives ledger_server and checks every answer.
+ *
+ *   ledger_load --port P [--connections C] [--requests N] [--accounts K]
+ *               [--pipeline D] [--seed S] [--prefix STR]
+ *               [--expect-out FILE]
+ *   ledger_load --port P --check FILE [--connections C]
+ *
+ * A load run has three phases over C connections, each keeping up to D
+ * requests in flight (pipelining):
+ *   1. read: GET every account, to learn where the balances start (the
+ *      server may hold balances from earlier runs);
+ *   2. load: N requests, 55% deposits (INCRBY), 35% withdrawals
+ *      (DECRBY), 10% reads (GET), amounts 1..100 on random accounts;
+ *      requests/s and latency percentiles are measured here;
+ *   3. check: GET every account again and compare.
+ * Each account belongs to one connection (account i to connection
+ * i mod C), and the server applies one account's events in the order
+ * they arrive, so the client can compute every answer in advance: the
+ * new balance, the refusal of a withdrawal larger than the balance
+ * ("-ERR insufficient funds"), the balance a GET must see. Every reply
+ * is compared with that, not just the final balances.
+ *
+ * --expect-out writes "ACCOUNT BALANCE" lines at the end; --check reads
+ * such a file and only runs phase 3, e.g. against a restarted server.
+ * The exit status is 0 only if every reply and balance was as expected.
+ *
+ * A client need not use aggring: this one is a plain epoll loop on one
+ * thread, with non-blocking sockets.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "resp.h"
+
+#define NAME_MAX_LEN 128
+#define STALL_NS (30ull * 1000000000ull) /* no reply for this long: fail */
+#define REPORT_MAX 5			  /* mismatches printed in full */
+
+struct config {
+	int port;
+	int connections;
+	long requests;
+	long accounts;
+	int pipeline;
+	uint64_t seed;
+	const char *prefix;
+	const char *expect_out;
+	const char *check;
+};
+
+enum kind { K_GET, K_DEPOSIT, K_WITHDRAW };
+enum phase { P_READ, P_LOAD, P_CHECK };
+
+/* A request sent and not yet answered, with the answer it must get. */
+struct inflight {
+	enum kind kind;
+	bool refusal; /* a withdrawal larger than the balance */
+	long account;
+	long long expect; /* the balance after it, or the one read */
+	uint64_t sent_ns;
+};
+
+struct buf {
+	char *p;
+	size_t len, cap;
+};
+
+struct conn {
+	int fd;
+	struct buf out, in;
+	size_t out_sent;
+	struct inflight *q; /* ring of `pipeline` entries */
+	unsigned qhead, qlen;
+	long to_send;	   /* requests of this phase still to send */
+	long *accounts;	   /* the accounts this connection owns */
+	long naccounts;
+	long next_account; /* read and check phases walk them in order */
+	uint64_t rng;
+	bool writing; /* EPOLLOUT is armed */
+};
+
+struct stats {
+	long deposits, withdrawals, refused, reads;
+	long mismatches, balances_ok, balances_bad;
+};
+
+struct load {
+	struct config cfg;
+	int epfd;
+	struct conn *conns;
+	int nconns;
+	char **names;	  /* account names */
+	long long *balance; /* what the server must hold, per account */
+	long naccounts;
+	enum phase phase;
+	uint64_t *latency; /* load phase, ns, in completion order */
+	long nlatency;
+	struct stats st;
+};
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
+						      noreturn));
+static void die(const char *fmt, ...)
+{
+	va_list ap;
+
+	fputs("ledger_load: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(1);
+}
+
+static void *xcalloc(size_t n, size_t size)
+{
+	void *p = calloc(n ? n : 1, size);
+
+	if (!p)
+		die("out of memory");
+	return p;
+}
+
+static void buf_reserve(struct buf *b, size_t extra)
+{
+	size_t cap = b->cap ? b->cap : 4096;
+
+	if (b->len + extra <= b->cap)
+		return;
+	while (cap < b->len + extra)
+		cap *= 2;
+	b->p = realloc(b->p, cap);
+	if (!b->p)
+		die("out of memory");
+	b->cap = cap;
+}
+
+/* xorshift64*: fast, and the same stream for the same --seed. */
+static uint64_t next_random(uint64_t *s)
+{
+	*s ^= *s >> 12;
+	*s ^= *s << 25;
+	*s ^= *s >> 27;
+	return *s * 2685821657736338717ull;
+}
+
+/* ---- requests ---- */
+
+static void send_command(struct conn *c, int argc, const struct resp_arg *a)
+{
+	size_t n = resp_encode_command(NULL, 0, argc, a);
+
+	buf_reserve(&c->out, n);
+	resp_encode_command(c->out.p + c->out.len, n, argc, a);
+	c->out.len += n;
+}
+
+static struct resp_arg arg_of(const char *s)
+{
+	return (struct resp_arg){ s, strlen(s) };
+}
+
+static struct inflight *push_inflight(struct load *l, struct conn *c)
+{
+	struct inflight *f =
+		&c->q[(c->qhead + c->qlen) % (unsigned)l->cfg.pipeline];
+
+	c->qlen++;
+	c->to_send--;
+	*f = (struct inflight){ .sent_ns = now_ns() };
+	return f;
+}
+
+static void send_get(struct load *l, struct conn *c, long account)
+{
+	struct resp_arg a[2] = { arg_of("GET"), arg_of(l->names[account]) };
+	struct inflight *f = push_inflight(l, c);
+
+	f->kind = K_GET;
+	f->account = account;
+	f->expect = l->balance[account];
+	send_command(c, 2, a);
+}
+
+/*
+ * One random request of the load phase, with its answer computed now:
+ * earlier requests on the account are all from this connection and
+ * the server applies them in order.
+ */
+static void send_random(struct load *l, struct conn *c)
+{
+	uint64_t r = next_random(&c->rng);
+	long account = c->accounts[(r >> 8) % (uint64_t)c->naccounts];
+	long long amount = 1 + (long long)((r >> 40) % 100);
+	long long *bal = &l->balance[account];
+	unsigned pick = (unsigned)(r % 100);
+	struct resp_arg a[3];
+	struct inflight *f;
+	char num[24];
+
+	if (pick < 10) {
+		l->st.reads++;
+		send_get(l, c, account);
+		return;
+	}
+	f = push_inflight(l, c);
+	f->account = account;
+	snprintf(num, sizeof(num), "%lld", amount);
+	a[1] = arg_of(l->names[account]);
+	a[2] = arg_of(num);
+	if (pick < 65) {
+		l->st.deposits++;
+		f->kind = K_DEPOSIT;
+		*bal += amount;
+		a[0] = arg_of("INCRBY");
+	} else {
+		l->st.withdrawals++;
+		f->kind = K_WITHDRAW;
+		f->refusal = amount > *bal;
+		if (!f->refusal)
+			*bal -= amount;
+		a[0] = arg_of("DECRBY");
+	}
+	f->expect = *bal;
+	send_command(c, 3, a);
+}
+
+/* Fills the connection's pipeline for the current phase. */
+static void fill(struct load *l, struct conn *c)
+{
+	while (c->to_send > 0 && c->qlen < (unsigned)l->cfg.pipeline) {
+		if (l->phase == P_LOAD)
+			send_random(l, c);
+		else
+			send_get(l, c, c->accounts[c->next_account++]);
+	}
+}
+
+/* ---- replies ---- */
+
+static void mismatch(struct load *l, const struct inflight *f,
+		     const struct resp_reply *r, const char *want)
+{
+	static const char *const names[] = { "GET", "INCRBY", "DECRBY" };
+
+	if (l->st.mismatches++ >= REPORT_MAX)
+		return;
+	if (r->type == RESP_T_NIL || r->type == RESP_T_ARRAY)
+		fprintf(stderr, "ledger_load: %s %s: expected %s, got %s\n",
+			names[f->kind], l->names[f->account], want,
+			r->type == RESP_T_NIL ? "nil" : "an array");
+	else
+		fprintf(stderr, "ledger_load: %s %s: expected %s, got "
+			"'%c%.*s'\n", names[f->kind], l->names[f->account],
+			want, r->type, (int)(r->len < 60 ? r->len : 60),
+			r->str);
+}
+
+/* The value of a GET reply: nil is an account without events, 0. */
+static bool read_balance(const struct resp_reply *r, long long *v)
+{
+	if (r->type == RESP_T_NIL) {
+		*v = 0;
+		return true;
+	}
+	return r->type == RESP_T_BULK && resp_parse_ll(r->str, r->len, v);
+}
+
+static void check_get(struct load *l, struct inflight *f,
+		      const struct resp_reply *r)
+{
+	char want[32];
+	long long v;
+	bool ok = read_balance(r, &v);
+
+	if (l->phase == P_READ && ok) {
+		l->balance[f->account] = v; /* where this run starts */
+		return;
+	}
+	if (ok && v == f->expect) {
+		l->st.balances_ok += l->phase == P_CHECK;
+		return;
+	}
+	l->st.balances_bad += l->phase == P_CHECK;
+	snprintf(want, sizeof(want), "%lld", f->expect);
+	mismatch(l, f, r, want);
+}
+
+static void check_change(struct load *l, struct inflight *f,
+			 const struct resp_reply *r)
+{
+	static const char refusal[] = "ERR insufficient funds";
+	char want[40];
+
+	if (f->refusal) {
+		if (r->type == RESP_T_ERROR && r->len == sizeof(refusal) - 1 &&
+		    memcmp(r->str, refusal, r->len) == 0) {
+			l->st.refused++;
+			return;
+		}
+		mismatch(l, f, r, "-ERR insufficient funds");
+		return;
+	}
+	if (r->type == RESP_T_INTEGER && r->integer == f->expect)
+		return;
+	snprintf(want, sizeof(want), ":%lld", f->expect);
+	mismatch(l, f, r, want);
+}
+
+static void on_reply(struct load *l, struct conn *c,
+		     const struct resp_reply *r)
+{
+	struct inflight *f = &c->q[c->qhead];
+	uint64_t t = now_ns();
+
+	if (c->qlen == 0)
+		die("a reply nobody asked for");
+	if (l->phase == P_LOAD)
+		l->latency[l->nlatency++] = t - f->sent_ns;
+	if (f->kind == K_GET)
+		check_get(l, f, r);
+	else
+		check_change(l, f, r);
+	c->qhead = (c->qhead + 1) % (unsigned)l->cfg.pipeline;
+	c->qlen--;
+}
+
+/* Reads what arrived and matches replies to requests, in order. */
+static void receive(struct load *l, struct conn *c)
+{
+	struct resp_reply r;
+	size_t pos, used;
+	ssize_t n;
+
+	for (;;) {
+		buf_reserve(&c->in, 16384);
+		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
+		if (n < 0 && (errno == EAGAIN || errno == EINTR))
+			break;
+		if (n <= 0)
+			die("the server closed a connection%s%s",
+			    n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
+		c->in.len += (size_t)n;
+	}
+	pos = 0;
+	for (;;) {
+		enum resp_status s = resp_parse_reply(
+			c->in.p + pos, c->in.len - pos, &r, &used);
+
+		if (s == RESP_MORE)
+			break;
+		if (s == RESP_PROTOCOL)
+			die("the server sent something that is not RESP2");
+		on_reply(l, c, &r);
+		pos += used;
+	}
+	memmove(c->in.p, c->in.p + pos, c->in.len - pos);
+	c->in.len -= pos;
+}
+
+/* ---- the loop ---- */
+
+static void watch(struct load *l, struct conn *c, bool writing)
+{
+	struct epoll_event ev = { .events = EPOLLIN | (writing ? EPOLLOUT : 0),
+				  .data.ptr = c };
+
+	if (c->writing == writing)
+		return;
+	c->writing = writing;
+	if (epoll_ctl(l->epfd, EPOLL_CTL_MOD, c->fd, &ev) < 0)
+		die("epoll_ctl: %s", strerror(errno));
+}
+
+static void transmit(struct load *l, struct conn *c)
+{
+	ssize_t n;
+
+	while (c->out_sent < c->out.len) {
+		n = write(c->fd, c->out.p + c->out_sent,
+			  c->out.len - c->out_sent);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			break;
+		if (n < 0)
+			die("write: %s", strerror(errno));
+		c->out_sent += (size_t)n;
+	}
+	if (c->out_sent == c->out.len)
+		c->out.len = c->out_sent = 0;
+	watch(l, c, c->out.len > 0);
+}
+
+static bool phase_done(const struct load *l)
+{
+	int i;
+
+	for (i = 0; i < l->nconns; i++)
+		if (l->conns[i].to_send > 0 || l->conns[i].qlen > 0)
+			return false;
+	return true;
+}
+
+static void run_phase(struct load *l, enum phase phase)
+{
+	struct epoll_event evs[64];
+	uint64_t last = now_ns();
+	int i, n;
+
+	l->phase = phase;
+	for (i = 0; i < l->nconns; i++) {
+		struct conn *c = &l->conns[i];
+
+		c->next_account = 0;
+		c->to_send = c->naccounts;
+		if (phase == P_LOAD)
+			c->to_send = l->cfg.requests / l->nconns +
+				     (i < l->cfg.requests % l->nconns);
+		fill(l, c);
+		transmit(l, c);
+	}
+	while (!phase_done(l)) {
+		n = epoll_wait(l->epfd, evs, 64, 1000);
+		if (n < 0 && errno != EINTR)
+			die("epoll_wait: %s", strerror(errno));
+		if (n > 0)
+			last = now_ns();
+		else if (now_ns() - last > STALL_NS)
+			die("no reply for %llu s: is the server stuck?",
+			    STALL_NS / 1000000000ull);
+		for (i = 0; i < n; i++) {
+			struct conn *c = evs[i].data.ptr;
+
+			if (evs[i].events & (EPOLLIN | EPOLLERR | EPOLLHUP))
+				receive(l, c);
+			fill(l, c);
+			transmit(l, c);
+		}
+	}
+}
+
+/* ---- setup ---- */
+
+static int connect_to(int port)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+
+	if (fd < 0)
+		die("socket: %s", strerror(errno));
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+		die("connect 127.0.0.1:%d: %s", port, strerror(errno));
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+	return fd;
+}
+
+/* Account i belongs to connection i mod C: see the top of the file. */
+static void open_connections(struct load *l)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	long a;
+	int i;
+
+	l->nconns = l->cfg.connections;
+	if (l->naccounts < l->nconns)
+		l->nconns = (int)l->naccounts;
+	l->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (l->epfd < 0)
+		die("epoll_create1: %s", strerror(errno));
+	l->conns = xcalloc((size_t)l->nconns, sizeof(*l->conns));
+	for (i = 0; i < l->nconns; i++) {
+		struct conn *c = &l->conns[i];
+
+		c->fd = connect_to(l->cfg.port);
+		c->q = xcalloc((size_t)l->cfg.pipeline, sizeof(*c->q));
+		c->accounts = xcalloc((size_t)(l->naccounts / l->nconns + 1),
+				      sizeof(long));
+		c->rng = l->cfg.seed * 0x9e3779b97f4a7c15ull + (uint64_t)i + 1;
+		ev.data.ptr = c;
+		if (epoll_ctl(l->epfd, EPOLL_CTL_ADD, c->fd, &ev) < 0)
+			die("epoll_ctl: %s", strerror(errno));
+	}
+	for (a = 0; a < l->naccounts; a++) {
+		struct conn *c = &l->conns[a % l->nconns];
+
+		c->accounts[c->naccounts++] = a;
+	}
+}
+
+static void make_accounts(struct load *l)
+{
+	long a;
+
+	l->naccounts = l->cfg.accounts;
+	l->names = xcalloc((size_t)l->naccounts, sizeof(*l->names));
+	l->balance = xcalloc((size_t)l->naccounts, sizeof(*l->balance));
+	for (a = 0; a < l->naccounts; a++)
+		if (asprintf(&l->names[a], "%s%ld", l->cfg.prefix, a) < 0)
+			die("out of memory");
+}
+
+/* Reads "ACCOUNT BALANCE" lines: the accounts and what they must hold. */
+static void read_expectations(struct load *l, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	char name[NAME_MAX_LEN + 1];
+	long long v;
+	long cap = 0;
+
+	if (!f)
+		die("%s: %s", path, strerror(errno));
+	while (fscanf(f, "%128s %lld", name, &v) == 2) {
+		if (l->naccounts == cap) {
+			cap = cap ? cap * 2 : 1024;
+			l->names = realloc(l->names,
+					   (size_t)cap * sizeof(*l->names));
+			l->balance = realloc(l->balance,
+					     (size_t)cap * sizeof(*l->balance));
+			if (!l->names || !l->balance)
+				die("out of memory");
+		}
+		l->names[l->naccounts] = strdup(name);
+		l->balance[l->naccounts++] = v;
+	}
+	if (!feof(f))
+		die("%s: not \"ACCOUNT BALANCE\" lines", path);
+	fclose(f);
+}
+
+static void write_expectations(const struct load *l, const char *path)
+{
+	FILE *f = fopen(path, "w");
+	long a;
+
+	if (!f)
+		die("%s: %s", path, strerror(errno));
+	for (a = 0; a < l->naccounts; a++)
+		fprintf(f, "%s %lld\n", l->names[a], l->balance[a]);
+	if (fclose(f) != 0)
+		die("%s: %s", path, strerror(errno));
+}
+
+/* ---- report ---- */
+
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+static double percentile_ms(const uint64_t *sorted, long n, double p)
+{
+	long i = (long)(p / 100.0 * (double)n);
+
+	if (n == 0)
+		return 0.0;
+	return (double)sorted[i < n ? i : n - 1] / 1e6;
+}
+
+static void report_load(struct load *l, double seconds)
+{
+	const struct config *c = &l->cfg;
+	uint64_t *lat = l->latency;
+	long n = l->nlatency;
+
+	qsort(lat, (size_t)n, sizeof(*lat), cmp_u64);
+	printf("ledger_load: %ld requests over %d connections (pipeline %d),"
+	       " %ld accounts\n", c->requests, l->nconns, c->pipeline,
+	       l->naccounts);
+	printf("ledger_load: %.0f requests/s; latency p50 %.3f ms, p99 %.3f "
+	       "ms, p99.9 %.3f ms, max %.3f ms\n",
+	       (double)c->requests / seconds, percentile_ms(lat, n, 50),
+	       percentile_ms(lat, n, 99), percentile_ms(lat, n, 99.9),
+	       n ? (double)lat[n - 1] / 1e6 : 0.0);
+	printf("ledger_load: %ld deposits, %ld withdrawals (%ld refused: "
+	       "insufficient funds), %ld reads\n", l->st.deposits,
+	       l->st.withdrawals, l->st.refused, l->st.reads);
+}
+
+static int report_check(const struct load *l)
+{
+	bool ok = l->st.mismatches == 0 && l->st.balances_bad == 0 &&
+		  l->st.balances_ok == l->naccounts;
+
+	printf("ledger_load: check: %ld of %ld balances as expected, %ld "
+	       "unexpected replies: %s\n", l->st.balances_ok, l->naccounts,
+	       l->st.mismatches, ok ? "OK" : "FAILED");
+	return ok ? 0 : 1;
+}
+
+/* ---- options ---- */
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: ledger_load --port P [--connections C] [--requests N]"
+		" [--accounts K]\n"
+		"                   [--pipeline D] [--seed S] [--prefix STR]"
+		" [--expect-out FILE]\n"
+		"       ledger_load --port P --check FILE [--connections C]\n");
+	exit(2);
+}
+
+static long number(const char *s, long min, long max)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || end == s || *end || v < min || v > max)
+		usage();
+	return v;
+}
+
+static void parse_options(int argc, char **argv, struct config *c)
+{
+	static const struct option opts[] = {
+		{ "port", required_argument, NULL, 'p' },
+		{ "connections", required_argument, NULL, 'c' },
+		{ "requests", required_argument, NULL, 'n' },
+		{ "accounts", required_argument, NULL, 'k' },
+		{ "pipeline", required_argument, NULL, 'P' },
+		{ "seed", required_argument, NULL, 's' },
+		{ "prefix", required_argument, NULL, 'x' },
+		{ "expect-out", required_argument, NULL, 'o' },
+		{ "check", required_argument, NULL, 'C' },
+		{ "help", no_argument, NULL, 'h' },
+		{ 0, 0, 0, 0 },
+	};
+	int ch;
+
+	*c = (struct config){ .connections = 32, .requests = 200000,
+			      .accounts = 1000, .pipeline = 16, .seed = 1,
+			      .prefix = "acct:" };
+	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:h", opts,
+				 NULL)) != -1) {
+		switch (ch) {
+		case 'p': c->port = (int)number(optarg, 1, 65535); break;
+		case 'c': c->connections = (int)number(optarg, 1, 10000); break;
+		case 'n': c->requests = number(optarg, 1, 1L << 40); break;
+		case 'k': c->accounts = number(optarg, 1, 1L << 30); break;
+		case 'P': c->pipeline = (int)number(optarg, 1, 1000); break;
+		case 's':
+			c->seed = (uint64_t)number(optarg, 0, LONG_MAX);
+			break;
+		case 'x': c->prefix = optarg; break;
+		case 'o': c->expect_out = optarg; break;
+		case 'C': c->check = optarg; break;
+		default: usage();
+		}
+	}
+	if (optind != argc || c->port == 0 ||
+	    strlen(c->prefix) + 20 > NAME_MAX_LEN)
+		usage();
+}
+
+static void free_load(struct load *l)
+{
+	long a;
+	int i;
+
+	for (i = 0; i < l->nconns; i++) {
+		close(l->conns[i].fd);
+		free(l->conns[i].out.p);
+		free(l->conns[i].in.p);
+		free(l->conns[i].q);
+		free(l->conns[i].accounts);
+	}
+	for (a = 0; a < l->naccounts; a++)
+		free(l->names[a]);
+	free(l->conns);
+	free(l->names);
+	free(l->balance);
+	free(l->latency);
+	close(l->epfd);
+}
+
+int main(int argc, char **argv)
+{
+	struct load l = { .epfd = -1 };
+	uint64_t t0;
+	int ret;
+
+	parse_options(argc, argv, &l.cfg);
+	if (l.cfg.check) {
+		read_expectations(&l, l.cfg.check);
+		if (l.naccounts == 0)
+			die("%s lists no accounts", l.cfg.check);
+		open_connections(&l);
+	} else {
+		make_accounts(&l);
+		open_connections(&l);
+		run_phase(&l, P_READ);
+		l.latency = xcalloc((size_t)l.cfg.requests, sizeof(uint64_t));
+		t0 = now_ns();
+		run_phase(&l, P_LOAD);
+		report_load(&l, (double)(now_ns() - t0) / 1e9);
+	}
+	run_phase(&l, P_CHECK);
+	ret = report_check(&l);
+	if (l.cfg.expect_out)
+		write_expectations(&l, l.cfg.expect_out);
+	free_load(&l);
+	return ret;
+}

@@ -1,0 +1,151 @@
+#!/bin/sh
+# ledger_server driven by stock redis-cli (Debian's redis-tools): every
+# command, a pipeline, a malformed frame, an overdraft, and a restart
+# that replays the journal. Exit 0 pass, 1 fail, 77 skip (no redis-cli
+# or no io_uring).
+set -u
+
+if ! command -v redis-cli >/dev/null 2>&1; then
+	echo "SKIP: redis-cli is not installed (apt-get install redis-tools)"
+	exit 77
+fi
+
+top_builddir=${top_builddir:-.}
+server=$top_builddir/examples/ledger_server
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-redis-cli.XXXXXX") || exit 1
+pid=
+
+cleanup() {
+	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+fail() {
+	echo "FAIL: $*" >&2
+	exit 1
+}
+
+# start LOG: the server on a free port, waiting at most 10 s for it.
+start() {
+	"$server" --port 0 --dir "$tmp/data" --workers 2 >"$1" 2>&1 &
+	pid=$!
+	i=0
+	while :; do
+		port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+			"$1")
+		[ -n "$port" ] && return 0
+		if ! kill -0 "$pid" 2>/dev/null; then
+			cat "$1" >&2
+			grep -q 'io_uring' "$1" && exit 77
+			fail "ledger_server exited before listening"
+		fi
+		i=$((i + 1))
+		[ $i -le 200 ] || fail "ledger_server not listening after 10 s"
+		sleep 0.05
+	done
+}
+
+# stop LOG: SIGTERM, then at most 20 s for a clean exit.
+stop() {
+	kill -TERM "$pid"
+	i=0
+	while kill -0 "$pid" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -le 400 ] || fail "no graceful stop within 20 s"
+		sleep 0.05
+	done
+	wait "$pid" || fail "ledger_server exited with status $?"
+	pid=
+	cat "$1"
+	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean"
+}
+
+# expect WANT ARGS...: `redis-cli ARGS` prints WANT (an error reply
+# prints its text; nil prints nothing).
+expect() {
+	want=$1
+	shift
+	got=$(redis-cli -p "$port" "$@" 2>&1)
+	[ "$got" = "$want" ] || fail "redis-cli $*: got '$got', want '$want'"
+	echo "ok: $* -> ${want:-(nil)}"
+}
+
+# pipe_expect FILE WANT: the raw requests in FILE through `redis-cli
+# --pipe`, whose last line counts the errors and the replies (not those
+# of the ECHO it adds to find the end).
+pipe_expect() {
+	got=$(redis-cli -p "$port" --pipe <"$1" 2>/dev/null | tail -n 1)
+	[ "$got" = "$2" ] || fail "redis-cli --pipe: got '$got', want '$2'"
+	echo "ok: --pipe -> $2"
+}
+
+start "$tmp/server1.log"
+
+echo "== every command"
+expect PONG PING
+expect 'hello world' PING 'hello world'
+expect 'hello' ECHO hello
+expect '' GET alice
+expect 100 INCRBY alice 100
+expect 70 DECRBY alice 30
+expect 71 INCR alice
+expect 70 DECR alice
+expect 70 GET alice
+# redis-benchmark asks for these two before it starts.
+expect 'appendonly
+yes
+save' CONFIG GET save appendonly
+
+echo "== an overdraft is refused and changes nothing"
+expect 'ERR insufficient funds' DECRBY alice 71
+expect 'ERR insufficient funds' DECR nobody
+expect 70 GET alice
+expect '' GET nobody
+
+echo "== bad requests get errors"
+expect "ERR unknown command 'FLUSHALL', with args beginning with: " FLUSHALL
+expect "ERR unknown command 'SET', with args beginning with: 'k' 'v' " \
+	SET k v
+expect "ERR wrong number of arguments for 'get' command" GET
+expect "ERR wrong number of arguments for 'incrby' command" INCRBY alice
+expect 'ERR value is not an integer or out of range' INCRBY alice ten
+expect 'ERR value is not an integer or out of range' INCRBY alice 1.5
+expect 'ERR amount must be positive' DECRBY alice -5
+expect 'ERR amount must be positive' INCRBY alice 0
+expect 'ERR invalid account name: 1 to 128 printable characters, no spaces' \
+	INCRBY 'two words' 1
+
+echo "== a pipeline of 1000 deposits, then a malformed frame"
+awk 'BEGIN {
+	for (i = 0; i < 1000; i++)
+		printf "*3\r\n$6\r\nINCRBY\r\n$3\r\nbob\r\n$1\r\n%d\r\n",
+			i % 9 + 1
+}' >"$tmp/deposits"
+pipe_expect "$tmp/deposits" 'errors: 0, replies: 1000'
+expect 4996 GET bob
+# A broken bulk length: one error, then the connection goes on.
+printf '*2\r\n$3\r\nGET\r\n$x\r\nbob\r\n*2\r\n$3\r\nGET\r\n$3\r\nbob\r\n' \
+	>"$tmp/malformed"
+pipe_expect "$tmp/malformed" 'errors: 1, replies: 2'
+# An inline command with unbalanced quotes: the same.
+printf 'INCRBY bob 4\r\nGET "bob\r\nGET bob\r\n' >"$tmp/inline"
+pipe_expect "$tmp/inline" 'errors: 1, replies: 3'
+expect 5000 GET bob
+
+echo "== a graceful stop, then a restart replays the journal"
+stop "$tmp/server1.log"
+start "$tmp/server2.log"
+cat "$tmp/server2.log"
+grep -q 'replayed 1005 events' "$tmp/server2.log" ||
+	fail "expected 1005 events replayed"
+expect 70 GET alice
+expect 5000 GET bob
+expect '' GET nobody
+expect 5001 INCRBY bob 1
+stop "$tmp/server2.log"
+"$server" --verify --dir "$tmp/data" --dump "$tmp/dump" || fail "verify"
+sort "$tmp/dump" | tr '\n' ' ' | grep -qx 'alice 70 bob 5001 ' ||
+	fail "journal holds: $(tr '\n' ' ' <"$tmp/dump")"
+echo "PASS"
