@@ -181,5 +181,8 @@ AGR_API int agr_io_cancel(agr_worker *w, void *arg)
 
 AGR_API int agr_io_inflight(const agr_worker *w)
 {
-	return w ? (int)w->inflight : -EINVAL;
+	/* The atomic copy: callable from any thread. */
+	return w ? (int)atomic_load_explicit(&w->inflight_now,
+					     memory_order_relaxed) :
+		   -EINVAL;
 }

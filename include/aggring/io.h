@@ -113,7 +113,10 @@ AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
  */
 AGR_API int agr_io_cancel(agr_worker *w, void *arg);
 
-/* Operations of `w` submitted and not yet completed; -EINVAL if NULL. */
+/*
+ * Operations of `w` prepared or submitted and not yet completed; from
+ * another thread, a recent value. -EINVAL if NULL.
+ */
 AGR_API int agr_io_inflight(const agr_worker *w);
 
 #ifdef __cplusplus
