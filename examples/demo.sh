@@ -52,14 +52,16 @@ field() {
 	sed -n "s|.*$2\([0-9][0-9.]*\)${3:-}.*|\1|p" "$1" | head -n 1
 }
 
-# start_server LOG: ledger_server on a free port; waits at most 10 s.
+# start_server LOG: ledger_server on a free port, with /metrics on
+# another ($mport); waits at most 10 s.
 start_server() {
-	"$ex/ledger_server" --port 0 --dir "$data/ledger" \
+	"$ex/ledger_server" --port 0 --metrics-port 0 --dir "$data/ledger" \
 		--shutdown-timeout "$stop_deadline" >"$1" 2>&1 &
 	pid=$!
 	i=0
 	while :; do
 		port=$(field "$1" 'listening on 127\.0\.0\.1:')
+		mport=$(field "$1" 'metrics on 127\.0\.0\.1:')
 		[ -n "$port" ] && return 0
 		if ! kill -0 "$pid" 2>/dev/null; then
 			cat "$1" >&2
@@ -93,11 +95,13 @@ rm -rf "$data/ledger" "$data/journal"
 
 # ---- 1. load: ledger_load, then redis-benchmark ----
 start_server "$data/server.log"
-say "ledger_server listening on 127.0.0.1:$port (data in $data/ledger)"
+say "ledger_server listening on 127.0.0.1:$port (data in $data/ledger)," \
+	"metrics on http://127.0.0.1:$mport/metrics"
 say "ledger_load: $requests requests, $conns connections, pipeline $pipeline"
 "$ex/ledger_load" --port "$port" --requests "$requests" \
 	--connections "$conns" --pipeline "$pipeline" --accounts "$accounts" \
-	--expect-out "$data/expected.txt" >"$data/load.log" 2>&1 ||
+	--expect-out "$data/expected.txt" --metrics-port "$mport" \
+	>"$data/load.log" 2>&1 ||
 	{ cat "$data/load.log" >&2; fail "ledger_load"; }
 cat "$data/load.log"
 
@@ -187,6 +191,12 @@ load_rps=$(field "$data/load.log" 'ledger_load: ' ' requests/s')
 load_p50=$(field "$data/load.log" ' p50 ' ' ms')
 load_p99=$(field "$data/load.log" ' p99 ' ' ms')
 journal_rate=$(field "$data/journal.log" 'journal: ' ' durable events/s')
+# The server's side of ledger_load's run (/metrics, bucket upper bounds).
+queue_p50=$(field "$data/load.log" 'server queue latency p50 ' ' ms')
+queue_p99=$(field "$data/load.log" 'queue latency p50 [0-9.]* ms, p99 ' ' ms')
+proc_p50=$(field "$data/load.log" 'processing latency p50 ' ' ms')
+proc_p99=$(field "$data/load.log" \
+	'processing latency p50 [0-9.]* ms, p99 ' ' ms')
 
 line="-----------------------------------------------------------------------"
 echo
@@ -206,6 +216,8 @@ if $bench; then
 else
 	echo " redis-benchmark  (not installed: apt-get install redis-tools)"
 fi
+printf ' %-16s queue p50/p99 %s/%s ms, processing p50/p99 %s/%s ms\n' \
+	'server /metrics' "$queue_p50" "$queue_p99" "$proc_p50" "$proc_p99"
 echo
 echo " every INCRBY/DECRBY was answered only after its event was durable"
 echo " (journal write + fdatasync, group commit):"

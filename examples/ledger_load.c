@@ -4,8 +4,8 @@
  *
  *   ledger_load --port P [--connections C] [--requests N] [--accounts K]
  *               [--pipeline D] [--seed S] [--prefix STR]
- *               [--expect-out FILE]
- *   ledger_load --port P --check FILE [--connections C]
+ *               [--expect-out FILE] [--metrics-port M]
+ *   ledger_load --port P --check FILE [--connections C] [--metrics-port M]
  *
  * A load run has three phases over C connections, each keeping up to D
  * requests in flight (pipelining):
@@ -26,6 +26,13 @@
  * such a file and only runs phase 3, e.g. against a restarted server.
  * The exit status is 0 only if every reply and balance was as expected.
  *
+ * --metrics-port M (the server's --metrics-port) fetches the server's
+ * /metrics at the end and prints its side of the latency, split into
+ * queueing (sent to the dispatcher until the handler starts) and
+ * processing (handler start to completion, the fdatasync included),
+ * estimated from the histogram buckets, and the dispatcher's handled
+ * and failed counts. A failed fetch makes the exit status 1.
+ *
  * A client need not use aggring: this one is a plain epoll loop on one
  * thread, with non-blocking sockets.
  */
@@ -38,6 +45,7 @@
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <stdarg.h>
@@ -48,6 +56,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -59,6 +68,7 @@
 
 struct config {
 	int port;
+	int metrics_port; /* 0: do not fetch /metrics */
 	int connections;
 	long requests;
 	long accounts;
@@ -622,6 +632,173 @@ static int report_check(const struct load *l)
 	return ok ? 0 : 1;
 }
 
+/* ---- the server's own view: GET /metrics ---- */
+
+#define METRICS_MAX (4 << 20) /* the largest page accepted */
+#define LE_MAX 64	      /* histogram buckets kept */
+#define METRICS_TIMEOUT_S 10
+
+/* Only the ledger's dispatcher counts; other series are skipped. */
+#define METRICS_LABELS "dispatcher=\"ledger\""
+
+/* A Prometheus histogram: cumulative counts by upper bound (le). */
+struct histo {
+	double le[LE_MAX]; /* seconds, ascending; the last one +Inf */
+	uint64_t cum[LE_MAX];
+	int n;
+};
+
+struct server_metrics {
+	struct histo queue, processing;
+	uint64_t handled, failed;
+	bool counters; /* the outcome counters were found */
+};
+
+/*
+ * GET http://127.0.0.1:port/path with a plain blocking socket, bounded
+ * by timeouts. Returns the whole response, NUL-terminated, or NULL
+ * with errno set.
+ */
+static char *http_get(int port, const char *path)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_port = htons((uint16_t)port),
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	struct timeval tv = { .tv_sec = METRICS_TIMEOUT_S };
+	struct buf b = { 0 };
+	char req[160];
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n, err;
+	ssize_t got;
+
+	if (fd < 0)
+		return NULL;
+	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+	n = snprintf(req, sizeof(req),
+		     "GET %.100s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
+	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+		goto fail;
+	for (;;) {
+		buf_reserve(&b, 16384);
+		got = read(fd, b.p + b.len, b.cap - b.len - 1);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got < 0)
+			goto fail;
+		if (got == 0)
+			break;
+		b.len += (size_t)got;
+		if (b.len > METRICS_MAX) {
+			errno = EFBIG;
+			goto fail;
+		}
+	}
+	close(fd);
+	b.p[b.len] = '\0';
+	return b.p;
+fail:
+	err = errno == EAGAIN ? ETIMEDOUT : errno; /* SO_RCVTIMEO's mark */
+	close(fd);
+	free(b.p);
+	errno = err;
+	return NULL;
+}
+
+static bool starts_with(const char *s, const char *prefix)
+{
+	return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+static void histo_add(struct histo *h, const char *line, uint64_t v)
+{
+	const char *le = strstr(line, "le=\"");
+
+	if (!le || h->n == LE_MAX)
+		return;
+	le += 4;
+	h->le[h->n] = starts_with(le, "+Inf") ? INFINITY : strtod(le, NULL);
+	h->cum[h->n++] = v;
+}
+
+/* One line of the page; anything it does not need is ignored. */
+static void parse_metric(struct server_metrics *m, const char *line)
+{
+	const char *sp = strrchr(line, ' ');
+	uint64_t v;
+
+	if (line[0] == '#' || !sp || !strstr(line, METRICS_LABELS))
+		return;
+	v = strtoull(sp + 1, NULL, 10);
+	if (starts_with(line, "aggring_queue_latency_seconds_bucket{")) {
+		histo_add(&m->queue, line, v);
+	} else if (starts_with(line,
+			       "aggring_processing_latency_seconds_bucket{")) {
+		histo_add(&m->processing, line, v);
+	} else if (starts_with(line, "aggring_messages_total{")) {
+		if (strstr(line, "outcome=\"handled\"")) {
+			m->handled = v;
+			m->counters = true;
+		} else if (strstr(line, "outcome=\"failed\"")) {
+			m->failed = v;
+		}
+	}
+}
+
+/*
+ * The q quantile (0 < q <= 1), in ms: the upper bound of the first
+ * bucket whose cumulative count reaches q of all. The buckets double,
+ * so this overstates by up to 2x; NAN without samples.
+ */
+static double histo_quantile_ms(const struct histo *h, double q)
+{
+	double count = h->n ? (double)h->cum[h->n - 1] : 0.0;
+	int i;
+
+	for (i = 0; count > 0 && i < h->n; i++)
+		if ((double)h->cum[i] >= q * count)
+			return h->le[i] * 1e3;
+	return NAN;
+}
+
+/* Fetches and prints the server's queue vs processing latency. */
+static int report_server(int port)
+{
+	struct server_metrics m = { 0 };
+	char *page = http_get(port, "/metrics"), *body, *line, *save;
+
+	if (!page) {
+		fprintf(stderr, "ledger_load: GET /metrics on port %d: %s\n",
+			port, strerror(errno));
+		return 1;
+	}
+	body = strstr(page, "\r\n\r\n");
+	if (!starts_with(page, "HTTP/1.1 200 ") || !body) {
+		fprintf(stderr, "ledger_load: GET /metrics: %.*s\n",
+			(int)strcspn(page, "\r\n"), page);
+		free(page);
+		return 1;
+	}
+	for (line = strtok_r(body, "\r\n", &save); line;
+	     line = strtok_r(NULL, "\r\n", &save))
+		parse_metric(&m, line);
+	free(page);
+	if (!m.counters) {
+		fprintf(stderr, "ledger_load: /metrics has no %s series\n",
+			METRICS_LABELS);
+		return 1;
+	}
+	printf("ledger_load: server: %" PRIu64 " messages handled, %" PRIu64
+	       " failed (since it started)\n", m.handled, m.failed);
+	printf("ledger_load: server queue latency p50 %.3f ms, p99 %.3f ms; "
+	       "processing latency p50 %.3f ms, p99 %.3f ms (bucket upper "
+	       "bounds)\n", histo_quantile_ms(&m.queue, 0.50),
+	       histo_quantile_ms(&m.queue, 0.99),
+	       histo_quantile_ms(&m.processing, 0.50),
+	       histo_quantile_ms(&m.processing, 0.99));
+	return 0;
+}
+
 /* ---- options ---- */
 
 static void usage(void)
@@ -631,7 +808,9 @@ static void usage(void)
 		" [--accounts K]\n"
 		"                   [--pipeline D] [--seed S] [--prefix STR]"
 		" [--expect-out FILE]\n"
-		"       ledger_load --port P --check FILE [--connections C]\n");
+		"                   [--metrics-port M]\n"
+		"       ledger_load --port P --check FILE [--connections C]"
+		" [--metrics-port M]\n");
 	exit(2);
 }
 
@@ -659,6 +838,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "prefix", required_argument, NULL, 'x' },
 		{ "expect-out", required_argument, NULL, 'o' },
 		{ "check", required_argument, NULL, 'C' },
+		{ "metrics-port", required_argument, NULL, 'M' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -667,7 +847,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 	*c = (struct config){ .connections = 32, .requests = 200000,
 			      .accounts = 1000, .pipeline = 16, .seed = 1,
 			      .prefix = "acct:" };
-	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:h", opts,
+	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p': c->port = (int)number(optarg, 1, 65535); break;
@@ -681,6 +861,9 @@ static void parse_options(int argc, char **argv, struct config *c)
 		case 'x': c->prefix = optarg; break;
 		case 'o': c->expect_out = optarg; break;
 		case 'C': c->check = optarg; break;
+		case 'M':
+			c->metrics_port = (int)number(optarg, 1, 65535);
+			break;
 		default: usage();
 		}
 	}
@@ -733,6 +916,8 @@ int main(int argc, char **argv)
 	}
 	run_phase(&l, P_CHECK);
 	ret = report_check(&l);
+	if (l.cfg.metrics_port && report_server(l.cfg.metrics_port) != 0)
+		ret = 1;
 	if (l.cfg.expect_out)
 		write_expectations(&l, l.cfg.expect_out);
 	free_load(&l);

@@ -1,8 +1,9 @@
 #!/bin/sh
 # End-to-end runs of the examples at small sizes: journal, echo_server,
 # and ledger_server driven by ledger_load, with clients that vanish
-# mid-request, a graceful stop, an offline check of the journals, a torn
-# journal tail, and a restart that must serve the same balances.
+# mid-request, GET /metrics, a graceful stop, an offline check of the
+# journals, a torn journal tail, and a restart that must serve the same
+# balances.
 #
 # Run by `make check` (top_builddir and top_srcdir set), or by hand from
 # the build directory. Exit 0 pass, 1 fail, 77 skip (no io_uring).
@@ -95,6 +96,18 @@ read_lines() {
 		timeout 10 head -n "$2" <&3' read_lines "$1" "$2" "$3"
 }
 
+# http_raw PORT BYTES: sends BYTES, prints the response until closed.
+http_raw() {
+	bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf "$2" >&3
+		timeout 10 cat <&3' http_raw "$1" "$2"
+}
+
+# status_of PORT BYTES: the status line of the response, CR dropped.
+status_of() {
+	http_raw "$1" "$2" | head -n 1 | tr -d '\r'
+}
+
 # send_and_close PORT BYTES: sends BYTES and hangs up without a reply.
 send_and_close() {
 	bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
@@ -157,10 +170,17 @@ stop "$tmp/echo.log"
 step "ledger_server + ledger_load"
 data=$tmp/ledger
 start "$tmp/server1.log" "$ex/ledger_server" --port 0 --dir "$data" \
-	--workers 2 --groups 64
+	--workers 2 --groups 64 --metrics-port 0 --watchdog-ms 1000
+mport=$(sed -n 's/^metrics on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
+	"$tmp/server1.log")
+[ -n "$mport" ] || fail "no 'metrics on' line"
 "$ex/ledger_load" --port "$port" --requests 3000 --connections 8 \
-	--accounts 40 --pipeline 8 --seed 3 --expect-out "$tmp/expected" ||
-	fail "ledger_load"
+	--accounts 40 --pipeline 8 --seed 3 --expect-out "$tmp/expected" \
+	--metrics-port "$mport" >"$tmp/load1.log" 2>&1 ||
+	{ cat "$tmp/load1.log" >&2; fail "ledger_load"; }
+cat "$tmp/load1.log"
+grep -q '^ledger_load: server queue latency p50 [0-9.]* ms' \
+	"$tmp/load1.log" || fail "ledger_load printed no server latency"
 
 if $have_bash; then
 	step "clients that disconnect mid-request"
@@ -180,8 +200,51 @@ if $have_bash; then
 	want="$want-ERR Protocol error: unbalanced quotes in request|"
 	want="$want-ERR unknown command 'NOPE', with args beginning with: |+OK|"
 	[ "$got" = "$want" ] || fail "malformed: got '$got'"
+
+	step "GET /metrics on the engine's ring; 404, 405, 400 otherwise"
+	http_raw "$mport" 'GET /metrics HTTP/1.0\r\n\r\n' >"$tmp/metrics"
+	got=$(head -n 1 "$tmp/metrics" | tr -d '\r')
+	[ "$got" = "HTTP/1.1 200 OK" ] || fail "/metrics: got '$got'"
+	# Content-Length is the body's length (the head ends at "\r\n\r\n").
+	len=$(sed -n 's/^Content-Length: \([0-9]*\)\r$/\1/p' "$tmp/metrics")
+	head_len=$(sed '/^\r$/q' "$tmp/metrics" | wc -c)
+	[ "$len" -eq $(($(wc -c <"$tmp/metrics") - head_len)) ] ||
+		fail "/metrics: Content-Length $len is not the body's"
+	series='aggring_messages_total{context="bank",aggregate="Account"'
+	handled=$(grep -F "$series" "$tmp/metrics" |
+		sed -n 's/.*outcome="handled"} \([0-9]*\)\r*$/\1/p')
+	[ "${handled:-0}" -gt 0 ] || fail "/metrics: no handled messages"
+	grep -q '^aggring_processing_latency_seconds_bucket{.*le="+Inf"}' \
+		"$tmp/metrics" || fail "/metrics: no processing latency"
+	echo "  /metrics: $handled messages handled"
+	got=$(status_of "$mport" 'GET /nope HTTP/1.0\r\n\r\n')
+	[ "$got" = "HTTP/1.1 404 Not Found" ] || fail "/nope: got '$got'"
+	got=$(status_of "$mport" 'POST /metrics HTTP/1.0\r\n\r\n')
+	[ "$got" = "HTTP/1.1 405 Method Not Allowed" ] ||
+		fail "POST: got '$got'"
+	got=$(status_of "$mport" 'garbage\r\n')
+	[ "$got" = "HTTP/1.1 400 Bad Request" ] || fail "garbage: got '$got'"
+
+	# A scrape that never ends its request must not hold up the stop.
+	# Accepts are in order: once a later scrape is answered, the idle
+	# one has been accepted and its recv is armed.
+	bash -c 'exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf "GET /metrics HTTP/1.0\r\n" >&3
+		: >"$2"
+		exec sleep 60' idle "$mport" "$tmp/idle" &
+	idle=$!
+	pids="$pids $idle"
+	i=0
+	until [ -e "$tmp/idle" ]; do
+		i=$((i + 1))
+		[ $i -le 200 ] || fail "the idle scrape did not connect"
+		sleep 0.05
+	done
+	got=$(status_of "$mport" 'GET /metrics HTTP/1.0\r\n\r\n')
+	[ "$got" = "HTTP/1.1 200 OK" ] || fail "/metrics: got '$got'"
 fi
 stop "$tmp/server1.log"
+[ -n "${idle:-}" ] && kill "$idle" 2>/dev/null
 
 step "the journals hold exactly the acknowledged balances"
 "$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump1" ||
