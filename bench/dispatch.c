@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * bench/dispatch - no-op dispatch throughput: single sends against
- * batched sends from one producer thread, alternating in one run.
+ * bench/dispatch - no-op dispatch throughput from one producer thread:
+ * aggring with single sends, aggring with batched sends, and the
+ * hand-rolled pthread pool peer (bench/peer_pthread.c), alternating in
+ * one run so that drift hits every engine alike.
  *
  *   dispatch [-n MESSAGES] [-i IDS] [-r RUNS] [-b BATCH]
  *
- * Prints, per mode, the median, min and max of RUNS runs in M msg/s,
- * the spread of each ((max - min) / median), and the ratio of single to
- * batched sends. Absolute numbers drift on shared machines; the ratios
- * are the result.
+ * Every run checks per-id order and exactly-once completion and refuses
+ * to report a run that broke either. Prints, per engine, the median,
+ * min and max of RUNS runs in M msg/s and the spread ((max - min) /
+ * median), then the ratios. Absolute numbers drift on shared machines;
+ * the ratios are the result.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -21,15 +24,33 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <aggring.h>
+
+#include "peer_pthread.h"
+
+/* One message, as each engine sees it. */
+struct item {
+	agr_message msg;
+	struct peer_msg peer;
+	int id;
+	int seq; /* per id, from 0 */
+};
 
 struct run {
 	long n;
 	atomic_long completed;
+	atomic_long broken; /* out of order or completed twice */
+	int *next_seq;	    /* per id; touched only by the id's group */
 	pthread_mutex_t lock;
 	pthread_cond_t done;
 };
+
+enum engine { AGR_SINGLE, AGR_BATCH, PTHREAD_POOL, ENGINES };
+
+static const char *const engine_names[ENGINES] = { "aggring", "aggring-64",
+						   "pthread" };
 
 static uint64_t now_ns(void)
 {
@@ -39,22 +60,12 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int noop(agr_exchange *ex, void *arg)
+/* The handler of every engine: checks order, counts the completion. */
+static void handle(struct run *r, struct item *it)
 {
-	(void)ex;
-	(void)arg;
-	return 0;
-}
-
-static void completed(agr_message *msg, int status, void *arg)
-{
-	struct run *r = arg;
-
-	(void)msg;
-	if (status != 0) {
-		fprintf(stderr, "dispatch: message failed: %d\n", status);
-		exit(1);
-	}
+	if (r->next_seq[it->id] != it->seq)
+		atomic_fetch_add_explicit(&r->broken, 1, memory_order_relaxed);
+	r->next_seq[it->id] = it->seq + 1;
 	if (atomic_fetch_add_explicit(&r->completed, 1,
 				      memory_order_relaxed) + 1 == r->n) {
 		pthread_mutex_lock(&r->lock);
@@ -63,13 +74,34 @@ static void completed(agr_message *msg, int status, void *arg)
 	}
 }
 
+static int agr_noop(agr_exchange *ex, void *arg)
+{
+	(void)ex;
+	(void)arg;
+	return 0;
+}
+
+static void agr_completed(agr_message *msg, int status, void *arg)
+{
+	if (status != 0) {
+		fprintf(stderr, "dispatch: message failed: %d\n", status);
+		exit(1);
+	}
+	handle(arg, msg->user);
+}
+
+static void peer_handle(struct peer_msg *msg, void *arg)
+{
+	handle(arg, msg->user);
+}
+
 static agr_dispatcher *make_dispatcher(struct run *r)
 {
 	agr_dispatcher_options o = {
 		.name = "bench",
 		.named_aggregate = { "bench", "Order" },
 		.owns_supplier = true,
-		.on_complete = completed,
+		.on_complete = agr_completed,
 		.complete_arg = r,
 	};
 	agr_dispatcher *d;
@@ -82,7 +114,7 @@ static agr_dispatcher *make_dispatcher(struct run *r)
 		ret = agr_dispatcher_new(&o, &d);
 	}
 	if (!ret)
-		ret = agr_dispatcher_register(d, NULL, noop, NULL);
+		ret = agr_dispatcher_register(d, NULL, agr_noop, NULL);
 	if (!ret)
 		ret = agr_dispatcher_start(d);
 	if (ret) {
@@ -93,7 +125,8 @@ static agr_dispatcher *make_dispatcher(struct run *r)
 	return d;
 }
 
-static void send_all(agr_dispatcher *d, agr_message *msgs, long n, int batch)
+static void send_agr(agr_dispatcher *d, struct item *items, long n,
+		     int batch)
 {
 	agr_message *ptrs[256];
 	long i;
@@ -101,39 +134,67 @@ static void send_all(agr_dispatcher *d, agr_message *msgs, long n, int batch)
 
 	for (i = 0; i < n; i += batch) {
 		if (batch == 1) {
-			if (agr_dispatcher_send(d, &msgs[i]) != 0)
+			if (agr_dispatcher_send(d, &items[i].msg) != 0)
 				exit(1);
 			continue;
 		}
 		for (k = 0; k < batch && i + k < n; k++)
-			ptrs[k] = &msgs[i + k];
+			ptrs[k] = &items[i + k].msg;
 		if (agr_dispatcher_send_batch(d, ptrs, (size_t)k, NULL) != 0)
 			exit(1);
 	}
 }
 
-/* One run: M msg/s from the first send to the last completion. */
-static double run_once(agr_message *msgs, long n, int batch)
+static void wait_all(struct run *r)
 {
+	pthread_mutex_lock(&r->lock);
+	while (atomic_load(&r->completed) < r->n)
+		pthread_cond_wait(&r->done, &r->lock);
+	pthread_mutex_unlock(&r->lock);
+}
+
+/* One run: M msg/s from the first send to the last completion. */
+static double run_once(enum engine e, struct item *items, long n, int ids,
+		       int batch)
+{
+	int workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	struct run r = { .n = n };
-	agr_dispatcher *d;
+	struct peer_pool *pool = NULL;
+	agr_dispatcher *d = NULL;
 	uint64_t t0, t1;
 	long i;
 
+	r.next_seq = calloc((size_t)ids, sizeof(int));
 	pthread_mutex_init(&r.lock, NULL);
 	pthread_cond_init(&r.done, NULL);
 	for (i = 0; i < n; i++)
-		memset(&msgs[i].internal_, 0, sizeof(msgs[i].internal_));
-	d = make_dispatcher(&r);
+		memset(&items[i].msg.internal_, 0,
+		       sizeof(items[i].msg.internal_));
+	if (e == PTHREAD_POOL)
+		pool = peer_pool_new(workers, 64 * workers, peer_handle, &r);
+	else
+		d = make_dispatcher(&r);
 	t0 = now_ns();
-	send_all(d, msgs, n, batch);
-	pthread_mutex_lock(&r.lock);
-	while (atomic_load(&r.completed) < n)
-		pthread_cond_wait(&r.done, &r.lock);
-	pthread_mutex_unlock(&r.lock);
+	if (e == PTHREAD_POOL)
+		for (i = 0; i < n; i++)
+			peer_pool_send(pool, &items[i].peer);
+	else
+		send_agr(d, items, n, e == AGR_BATCH ? batch : 1);
+	wait_all(&r);
 	t1 = now_ns();
-	agr_dispatcher_stop_gracefully(d, 60ull * 1000000000ull);
-	agr_dispatcher_free(d);
+	if (pool)
+		peer_pool_free(pool);
+	if (d) {
+		agr_dispatcher_stop_gracefully(d, 60ull * 1000000000ull);
+		agr_dispatcher_free(d);
+	}
+	if (atomic_load(&r.broken) || atomic_load(&r.completed) != n) {
+		fprintf(stderr, "dispatch: %s broke per-id order or "
+			"exactly-once completion; no result reported\n",
+			engine_names[e]);
+		exit(1);
+	}
+	free(r.next_seq);
 	pthread_cond_destroy(&r.done);
 	pthread_mutex_destroy(&r.lock);
 	return (double)n / ((double)(t1 - t0) / 1e9) / 1e6;
@@ -162,14 +223,37 @@ static struct summary summarize(double *v, int runs)
 	return s;
 }
 
+static struct item *make_items(long n, int ids, char (**names)[16])
+{
+	struct item *items = calloc((size_t)n, sizeof(*items));
+	int *seq = calloc((size_t)ids, sizeof(int));
+	long i;
+
+	*names = calloc((size_t)ids, sizeof(**names));
+	if (!items || !seq || !*names)
+		exit(1);
+	for (int id = 0; id < ids; id++)
+		snprintf((*names)[id], sizeof((*names)[id]), "id-%d", id);
+	for (i = 0; i < n; i++) {
+		items[i].id = (int)(i % ids);
+		items[i].seq = seq[items[i].id]++;
+		items[i].msg.aggregate_id = (*names)[items[i].id];
+		items[i].msg.user = &items[i];
+		items[i].peer.id = (*names)[items[i].id];
+		items[i].peer.user = &items[i];
+	}
+	free(seq);
+	return items;
+}
+
 int main(int argc, char **argv)
 {
-	long n = 2000000, i;
-	int ids = 10000, runs = 5, batch = 64, ch, r;
+	long n = 2000000;
+	int ids = 10000, runs = 5, batch = 64, ch, r, e;
+	double *v[ENGINES];
+	struct summary s[ENGINES];
 	char (*names)[16];
-	agr_message *msgs;
-	double *single, *batched;
-	struct summary s, b;
+	struct item *items;
 
 	while ((ch = getopt(argc, argv, "n:i:r:b:")) != -1) {
 		switch (ch) {
@@ -185,34 +269,33 @@ int main(int argc, char **argv)
 	}
 	if (n <= 0 || ids <= 0 || runs <= 0 || batch < 2 || batch > 256)
 		return 2;
-	names = calloc((size_t)ids, sizeof(*names));
-	msgs = calloc((size_t)n, sizeof(*msgs));
-	single = calloc((size_t)runs, sizeof(double));
-	batched = calloc((size_t)runs, sizeof(double));
-	if (!names || !msgs || !single || !batched)
-		return 1;
-	for (int id = 0; id < ids; id++)
-		snprintf(names[id], sizeof(names[id]), "id-%d", id);
-	for (i = 0; i < n; i++)
-		msgs[i].aggregate_id = names[i % ids];
-
-	run_once(msgs, n < 100000 ? n : 100000, 1); /* warm up */
-	for (r = 0; r < runs; r++) { /* alternate, so drift hits both */
-		single[r] = run_once(msgs, n, 1);
-		batched[r] = run_once(msgs, n, batch);
+	items = make_items(n, ids, &names);
+	for (e = 0; e < ENGINES; e++) {
+		v[e] = calloc((size_t)runs, sizeof(double));
+		run_once((enum engine)e, items, n < 100000 ? n : 100000, ids,
+			 batch); /* warm up */
 	}
-	s = summarize(single, runs);
-	b = summarize(batched, runs);
-	printf("dispatch: %ld no-op messages over %d ids, %d runs each, "
-	       "one producer, aggring %s\n", n, ids, runs, agr_version());
-	printf("  %-10s median %6.2f M/s  min %6.2f  max %6.2f  spread %4.0f%%\n",
-	       "single", s.median, s.min, s.max, s.spread * 100);
-	printf("  %-10s median %6.2f M/s  min %6.2f  max %6.2f  spread %4.0f%%\n",
-	       "batch", b.median, b.min, b.max, b.spread * 100);
-	printf("  single / batch = %.2f\n", s.median / b.median);
+	for (r = 0; r < runs; r++)
+		for (e = 0; e < ENGINES; e++)
+			v[e][r] = run_once((enum engine)e, items, n, ids, batch);
+	printf("dispatch: %ld no-op messages over %d ids, %d runs each, one "
+	       "producer, %ld CPUs, aggring %s\n", n, ids, runs,
+	       sysconf(_SC_NPROCESSORS_ONLN), agr_version());
+	for (e = 0; e < ENGINES; e++) {
+		s[e] = summarize(v[e], runs);
+		printf("  %-11s median %6.2f M/s  min %6.2f  max %6.2f  "
+		       "spread %4.0f%%\n", engine_names[e], s[e].median,
+		       s[e].min, s[e].max, s[e].spread * 100);
+	}
+	printf("  aggring single / batch-%d = %.2f\n", batch,
+	       s[AGR_SINGLE].median / s[AGR_BATCH].median);
+	printf("  aggring single / pthread  = %.2f\n",
+	       s[AGR_SINGLE].median / s[PTHREAD_POOL].median);
+	printf("  aggring batch  / pthread  = %.2f\n",
+	       s[AGR_BATCH].median / s[PTHREAD_POOL].median);
+	for (e = 0; e < ENGINES; e++)
+		free(v[e]);
+	free(items);
 	free(names);
-	free(msgs);
-	free(single);
-	free(batched);
 	return 0;
 }
