@@ -71,16 +71,7 @@ static struct group *ready_pop(struct peer_pool *p)
 
 static struct peer_msg *pop(struct group *g)
 {
-	struct agr__mpsc_node *n;
-
-	for (;;) {
-		n = agr__mpsc_pop(&g->queue);
-		if (n)
-			return (struct peer_msg *)(void *)n;
-		if (!agr__mpsc_maybe_nonempty(&g->queue))
-			return NULL;
-		sched_yield(); /* a sender is mid-push */
-	}
+	return (struct peer_msg *)(void *)agr__mpsc_pop_wait(&g->queue);
 }
 
 /* Drains up to DRAIN_LIMIT; true when the group went idle. */

@@ -93,8 +93,7 @@ struct sweep {
 enum lifecycle { D_NEW, D_RUNNING, D_QUIESCED };
 
 struct agr_dispatcher {
-	/* bit 0: intake closed; the rest counts senders inside. */
-	AGR__ALIGNED_CACHELINE atomic_uint_fast64_t gate;
+	AGR__ALIGNED_CACHELINE agr__gate gate; /* intake */
 	AGR__ALIGNED_CACHELINE atomic_long active;
 	atomic_bool started;
 	atomic_bool forced;
@@ -175,37 +174,6 @@ static int wait_idle(struct agr_dispatcher *d, uint64_t deadline)
 	return ret;
 }
 
-/* ---- the intake gate ---- */
-
-static bool gate_enter(struct agr_dispatcher *d)
-{
-	uint_fast64_t g = atomic_fetch_add_explicit(&d->gate, 2,
-						    memory_order_acquire);
-
-	if (agr__likely(!(g & 1)))
-		return true;
-	atomic_fetch_sub_explicit(&d->gate, 2, memory_order_release);
-	return false;
-}
-
-static void gate_leave(struct agr_dispatcher *d)
-{
-	atomic_fetch_sub_explicit(&d->gate, 2, memory_order_release);
-}
-
-static void gate_close(struct agr_dispatcher *d)
-{
-	unsigned spins = 0;
-
-	atomic_fetch_or(&d->gate, 1);
-	while (atomic_load(&d->gate) >> 1) {
-		if (++spins < 128)
-			agr__cpu_relax();
-		else
-			sched_yield();
-	}
-}
-
 /* ---- completion ---- */
 
 /* A counter any sender may bump. */
@@ -262,23 +230,12 @@ static void record_status(struct agr_exchange *ex, int status)
 
 static struct agr_exchange *pop_message(struct group *g)
 {
-	struct agr__mpsc_node *n;
-	unsigned spins = 0;
+	struct agr__mpsc_node *n = agr__mpsc_pop_wait(&g->queue);
 
-	for (;;) {
-		n = agr__mpsc_pop(&g->queue);
-		if (n) {
-			agr__bump(&g->admitted);
-			return agr__container_of(n, struct agr_exchange, node);
-		}
-		if (!agr__mpsc_maybe_nonempty(&g->queue))
-			return NULL;
-		/* A sender is between its exchange and its link. */
-		if (++spins < 64)
-			agr__cpu_relax();
-		else
-			sched_yield();
-	}
+	if (!n)
+		return NULL;
+	agr__bump(&g->admitted);
+	return agr__container_of(n, struct agr_exchange, node);
 }
 
 static bool handler_matches(const struct handler *h, const agr_message *msg)
@@ -498,20 +455,6 @@ AGR_API void agr_exchange_done(agr_exchange *ex, int status)
 
 /* ---- creation ---- */
 
-static int resolve_parallelism(int parallelism)
-{
-	int env;
-
-	if (parallelism < 0)
-		return -EINVAL;
-	if (parallelism > 0)
-		return parallelism;
-	env = agr__env_positive_int("AGR_PARALLELISM");
-	if (env != 0)
-		return env;
-	return 64 * agr__online_cpus();
-}
-
 static int check_options(const agr_dispatcher_options *o)
 {
 	const agr_named_aggregate *n = &o->named_aggregate;
@@ -629,7 +572,9 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 
 	if (!o || !out || check_options(o))
 		return -EINVAL;
-	parallelism = resolve_parallelism(o->parallelism);
+	parallelism = agr__resolve_parallelism(o->parallelism,
+					       "AGR_PARALLELISM",
+					       64 * agr__online_cpus());
 	if (parallelism < 0)
 		return parallelism;
 	ret = alloc_dispatcher(o, parallelism, &d);
@@ -823,10 +768,10 @@ static void activate(struct group *g)
 /* Both gates: intake, then the scheduler (its rings stay open). */
 static int enter(struct agr_dispatcher *d)
 {
-	if (!gate_enter(d))
+	if (!agr__gate_enter(&d->gate))
 		return -ESHUTDOWN;
 	if (!agr__scheduler_enter(d->sched)) {
-		gate_leave(d);
+		agr__gate_leave(&d->gate);
 		return -ESHUTDOWN;
 	}
 	return 0;
@@ -835,7 +780,7 @@ static int enter(struct agr_dispatcher *d)
 static void leave(struct agr_dispatcher *d)
 {
 	agr__scheduler_leave(d->sched);
-	gate_leave(d);
+	agr__gate_leave(&d->gate);
 }
 
 static int refuse(struct agr_dispatcher *d, agr_message *msg, int err)
@@ -954,7 +899,7 @@ static bool quiesce_locked(struct agr_dispatcher *d)
 
 	if (d->lifecycle == D_QUIESCED)
 		return false;
-	gate_close(d);
+	agr__gate_close(&d->gate);
 	d->lifecycle = D_QUIESCED;
 	return never_started;
 }
@@ -1046,7 +991,7 @@ AGR_API void agr_dispatcher_free(agr_dispatcher *d)
 	if (!d)
 		return;
 	if (atomic_load(&d->active) > 0 ||
-	    !(atomic_load(&d->gate) & 1))
+	    !agr__gate_closed(&d->gate))
 		agr_dispatcher_force_stop(d);
 	else
 		agr_dispatcher_quiesce(d);

@@ -95,4 +95,11 @@ int agr__online_cpus(void);
  */
 int agr__env_positive_int(const char *name);
 
+/*
+ * A parallelism from the caller: > 0 as given, 0 for the environment
+ * variable `env` when set, else `fallback`; < 0 (or a bad variable)
+ * is -EINVAL.
+ */
+int agr__resolve_parallelism(int parallelism, const char *env, int fallback);
+
 #endif /* AGR_INTERNAL_H */

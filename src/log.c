@@ -131,3 +131,15 @@ int agr__env_positive_int(const char *name)
 	}
 	return (int)v;
 }
+
+int agr__resolve_parallelism(int parallelism, const char *env, int fallback)
+{
+	int from_env;
+
+	if (parallelism < 0)
+		return -EINVAL;
+	if (parallelism > 0)
+		return parallelism;
+	from_env = agr__env_positive_int(env);
+	return from_env != 0 ? from_env : fallback;
+}

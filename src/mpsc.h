@@ -11,6 +11,7 @@
 #ifndef AGR_MPSC_H
 #define AGR_MPSC_H
 
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -82,6 +83,30 @@ static inline struct agr__mpsc_node *agr__mpsc_pop(struct agr__mpsc *q)
 		return tail;
 	}
 	return NULL;
+}
+
+/*
+ * Consumer only: the next node, or NULL when the queue is empty. A push
+ * caught between its exchange and its link is waited out: it finishes
+ * within a few instructions unless its thread was preempted.
+ */
+static inline struct agr__mpsc_node *agr__mpsc_pop_wait(struct agr__mpsc *q)
+{
+	struct agr__mpsc_node *n;
+	unsigned spins = 0;
+
+	for (;;) {
+		n = agr__mpsc_pop(q);
+		if (n || !agr__mpsc_maybe_nonempty(q))
+			return n;
+		if (++spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		} else {
+			sched_yield();
+		}
+	}
 }
 
 #endif /* AGR_MPSC_H */

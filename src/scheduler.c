@@ -77,7 +77,7 @@ AGR_API int agr_scheduler_schedule(agr_scheduler *s, unsigned hint,
 
 AGR_API bool agr_scheduler_is_disposed(agr_scheduler *s)
 {
-	return s && (atomic_load(&s->gate) & 1);
+	return s && agr__gate_closed(&s->gate);
 }
 
 bool agr__scheduler_terminated(struct agr_scheduler *s)
@@ -314,20 +314,6 @@ int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
 
 /* ---- dispose ---- */
 
-/* Closes the gate and waits until no sender is inside it. */
-static void close_gate(struct agr_scheduler *s)
-{
-	unsigned spins = 0;
-
-	atomic_fetch_or(&s->gate, 1);
-	while (atomic_load(&s->gate) >> 1) {
-		if (++spins < 128)
-			agr__cpu_relax();
-		else
-			sched_yield();
-	}
-}
-
 void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
 {
 	enum agr__sched_state want =
@@ -342,7 +328,7 @@ void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
 	s->state = want;
 	pthread_mutex_unlock(&s->lock);
 
-	close_gate(s);
+	agr__gate_close(&s->gate);
 	for (i = 0; i < s->parallelism; i++) {
 		struct agr_worker *w = s->workers[i];
 

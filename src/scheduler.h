@@ -5,6 +5,7 @@
 #ifndef AGR_SCHEDULER_INTERNAL_H
 #define AGR_SCHEDULER_INTERNAL_H
 
+#include "gate.h"
 #include "internal.h"
 #include "worker.h"
 
@@ -24,7 +25,7 @@ struct agr_scheduler {
 	 * reach zero, so once a worker is told to stop no sender can
 	 * still reach its ring or inbox.
 	 */
-	AGR__ALIGNED_CACHELINE atomic_uint_fast64_t gate;
+	AGR__ALIGNED_CACHELINE agr__gate gate;
 
 	AGR__ALIGNED_CACHELINE char *name; /* "<supplier>-<aggregate>" */
 	int parallelism;
@@ -50,18 +51,12 @@ int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
 /* Enters the sender gate; false (nothing entered) once closed. */
 static inline bool agr__scheduler_enter(struct agr_scheduler *s)
 {
-	uint_fast64_t g = atomic_fetch_add_explicit(&s->gate, 2,
-						    memory_order_acquire);
-
-	if (agr__likely(!(g & 1)))
-		return true;
-	atomic_fetch_sub_explicit(&s->gate, 2, memory_order_release);
-	return false;
+	return agr__gate_enter(&s->gate);
 }
 
 static inline void agr__scheduler_leave(struct agr_scheduler *s)
 {
-	atomic_fetch_sub_explicit(&s->gate, 2, memory_order_release);
+	agr__gate_leave(&s->gate);
 }
 
 static inline struct agr_worker *

@@ -31,20 +31,6 @@ struct agr_supplier {
 	bool stopping;
 };
 
-static int resolve_parallelism(int parallelism)
-{
-	int env;
-
-	if (parallelism < 0)
-		return -EINVAL;
-	if (parallelism > 0)
-		return parallelism;
-	env = agr__env_positive_int("AGR_SCHEDULER_POOL_SIZE");
-	if (env != 0)
-		return env;
-	return agr__online_cpus();
-}
-
 AGR_API int agr_supplier_new(const char *name, int parallelism,
 			     agr_supplier **out)
 {
@@ -53,7 +39,9 @@ AGR_API int agr_supplier_new(const char *name, int parallelism,
 
 	if (!name || !*name || !out)
 		return -EINVAL;
-	resolved = resolve_parallelism(parallelism);
+	resolved = agr__resolve_parallelism(parallelism,
+					    "AGR_SCHEDULER_POOL_SIZE",
+					    agr__online_cpus());
 	if (resolved < 0)
 		return resolved;
 	sup = calloc(1, sizeof(*sup));

@@ -334,21 +334,9 @@ static unsigned reap(struct agr_worker *w)
 
 static struct agr__work *inbox_pop(struct agr_worker *w)
 {
-	struct agr__mpsc_node *n;
-	unsigned spins = 0;
+	struct agr__mpsc_node *n = agr__mpsc_pop_wait(&w->inbox);
 
-	for (;;) {
-		n = agr__mpsc_pop(&w->inbox);
-		if (n)
-			return agr__container_of(n, struct agr__work, node);
-		if (!agr__mpsc_maybe_nonempty(&w->inbox))
-			return NULL;
-		/* A producer is between its exchange and its link. */
-		if (++spins < 64)
-			agr__cpu_relax();
-		else
-			sched_yield();
-	}
+	return n ? agr__container_of(n, struct agr__work, node) : NULL;
 }
 
 /* Runs up to INBOX_BATCH items; true if more may be waiting. */
