@@ -87,56 +87,6 @@ static void assert_journal(struct journal *j, const char *const *expected,
 
 /* ---- messages and their completions ---- */
 
-struct tally {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	long n;
-};
-
-static void tally_init(struct tally *t)
-{
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	t->n = 0;
-}
-
-static void tally_destroy(struct tally *t)
-{
-	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
-}
-
-static void tally_add(struct tally *t)
-{
-	pthread_mutex_lock(&t->lock);
-	t->n++;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
-}
-
-static bool tally_wait(struct tally *t, long n, uint64_t timeout_ns)
-{
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
-	bool ok;
-
-	pthread_mutex_lock(&t->lock);
-	while (t->n < n &&
-	       pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
-		;
-	ok = t->n >= n;
-	pthread_mutex_unlock(&t->lock);
-	return ok;
-}
-
 struct tmsg {
 	agr_message m; /* first: the completion casts back */
 	int status;
@@ -158,14 +108,14 @@ static void on_complete(agr_message *msg, int status, void *arg)
 
 	t->status = status;
 	atomic_fetch_add(&t->completions, 1);
-	tally_add(arg);
+	tu_tally_add(arg);
 }
 
 /* ---- fixture ---- */
 
 struct fixture {
 	struct journal j;
-	struct tally done;
+	struct tu_tally done;
 	agr_supplier *sup;
 	agr_composite *c;
 	agr_scheduler *sched;
@@ -242,7 +192,7 @@ static void fixture_init(struct fixture *f, bool owns_supplier)
 
 	memset(f, 0, sizeof(*f));
 	journal_init(&f->j);
-	tally_init(&f->done);
+	tu_tally_init(&f->done);
 	tu_latch_init(&f->close_domain_reached, 1);
 	f->domain_send_at_close_state = -1;
 	f->state_send_at_stop_scheduler = -1;
@@ -262,7 +212,7 @@ static void fixture_destroy(struct fixture *f, bool owns_supplier)
 	if (!owns_supplier)
 		agr_supplier_free(f->sup);
 	tu_latch_destroy(&f->close_domain_reached);
-	tally_destroy(&f->done);
+	tu_tally_destroy(&f->done);
 	journal_destroy(&f->j);
 }
 
@@ -319,7 +269,7 @@ START_TEST(children_share_one_scheduler)
 	tmsg_init(&b, "order-1");
 	send_ok(es, &a);
 	send_ok(se, &b);
-	ck_assert(tally_wait(&f.done, 2, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&f.done, 2, TU_LONG_NS));
 	ck_assert_int_eq(a.status, 0);
 	ck_assert_int_eq(b.status, 0);
 	ck_assert_int_eq(atomic_load(&domain.calls), 1);
@@ -360,7 +310,7 @@ START_TEST(graceful_stop_closes_domain_state_scheduler)
 	ck_assert_int_eq(f.disposed_at_stop_scheduler, 0);
 	ck_assert(agr_scheduler_is_disposed(f.sched));
 	ck_assert(agr_scheduler_is_terminated(f.sched));
-	ck_assert(tally_wait(&f.done, 6, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&f.done, 6, TU_LONG_NS));
 	for (i = 0; i < 6; i++) {
 		ck_assert_int_eq(t[i].status, 0);
 		ck_assert_int_eq(atomic_load(&t[i].completions), 1);
@@ -496,7 +446,7 @@ START_TEST(force_stop_returns_while_child_cleanup_blocks)
 	ck_assert_int_eq(journal_count(&f.j, "stop:scheduler"), 0);
 	ck_assert_int_eq(journal_count(&f.j, "close:state"), 1);
 	ck_assert_int_eq(journal_count(&f.j, "force:scheduler"), 1);
-	ck_assert(tally_wait(&f.done, 1, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&f.done, 1, TU_LONG_NS));
 	ck_assert_int_eq(t.status, 0);
 	fixture_destroy(&f, true);
 	tu_latch_destroy(&b.entered);
@@ -562,7 +512,7 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 	send_ok(agr_composite_state_event(f.c), &fine);
 	ck_assert(tu_latch_wait(&r.started, TU_LONG_NS));
 	ck_assert_int_eq(atomic_load(&r.submit_ret), 0);
-	ck_assert(tally_wait(&f.done, 1, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&f.done, 1, TU_LONG_NS));
 	ck_assert_int_eq(fine.status, 0);
 
 	/* The domain child cannot drain; the others are still stopped. */
@@ -579,7 +529,7 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 
 	/* The force cancels the receive; the message completes discarded. */
 	ck_assert_int_eq(agr_composite_force_stop(f.c), 0);
-	ck_assert(tally_wait(&f.done, 2, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&f.done, 2, TU_LONG_NS));
 	ck_assert_int_eq(atomic_load(&r.recv_res), -ECANCELED);
 	ck_assert_int_eq(stuck.status, AGR_DISCARDED);
 	ck_assert_int_eq(atomic_load(&stuck.completions), 1);
@@ -665,7 +615,7 @@ START_TEST(rejects_bad_options)
 	agr_scheduler *s = NULL;
 
 	memset(&f, 0, sizeof(f));
-	tally_init(&f.done);
+	tu_tally_init(&f.done);
 	ck_assert_int_eq(agr_supplier_new("evt", 1, &f.sup), 0);
 	o = composite_options(&f, true);
 	o.on_step = NULL;
@@ -699,7 +649,7 @@ START_TEST(rejects_bad_options)
 	ck_assert_int_eq(agr_supplier_get_or_init(f.sup, &order, &s), 0);
 	ck_assert(!agr_scheduler_is_disposed(s));
 	agr_supplier_free(f.sup);
-	tally_destroy(&f.done);
+	tu_tally_destroy(&f.done);
 }
 END_TEST
 
@@ -710,14 +660,14 @@ START_TEST(refused_on_a_stopping_supplier)
 	agr_composite *c = NULL;
 
 	memset(&f, 0, sizeof(f));
-	tally_init(&f.done);
+	tu_tally_init(&f.done);
 	ck_assert_int_eq(agr_supplier_new("evt", 1, &f.sup), 0);
 	ck_assert_int_eq(agr_supplier_stop_gracefully(f.sup, TU_LONG_NS), 0);
 	o = composite_options(&f, true);
 	ck_assert_int_eq(agr_composite_new(&o, &c), -ESHUTDOWN);
 	ck_assert_ptr_null(c);
 	agr_supplier_free(f.sup);
-	tally_destroy(&f.done);
+	tu_tally_destroy(&f.done);
 }
 END_TEST
 

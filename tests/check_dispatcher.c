@@ -59,67 +59,6 @@ static void assert_no_worker_failure(void)
 
 /* ---- a count that can be waited on ---- */
 
-struct tally {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	long n;
-};
-
-static void tally_init(struct tally *t)
-{
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	t->n = 0;
-}
-
-static void tally_destroy(struct tally *t)
-{
-	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
-}
-
-static void tally_add(struct tally *t)
-{
-	pthread_mutex_lock(&t->lock);
-	t->n++;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
-}
-
-static long tally_value(struct tally *t)
-{
-	long n;
-
-	pthread_mutex_lock(&t->lock);
-	n = t->n;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
-/* True when the count reached `n` before `timeout_ns` passed. */
-static bool tally_wait(struct tally *t, long n, uint64_t timeout_ns)
-{
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
-	bool ok;
-
-	pthread_mutex_lock(&t->lock);
-	while (t->n < n &&
-	       pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
-		;
-	ok = t->n >= n;
-	pthread_mutex_unlock(&t->lock);
-	return ok;
-}
-
 /* ---- the journal: what happened, in order ---- */
 
 #define MAX_EVENTS 512
@@ -135,19 +74,19 @@ struct journal {
 	pthread_mutex_t lock;
 	int events[MAX_EVENTS];
 	int nevents;
-	struct tally completed;
+	struct tu_tally completed;
 };
 
 static void journal_init(struct journal *j)
 {
 	pthread_mutex_init(&j->lock, NULL);
 	j->nevents = 0;
-	tally_init(&j->completed);
+	tu_tally_init(&j->completed);
 }
 
 static void journal_destroy(struct journal *j)
 {
-	tally_destroy(&j->completed);
+	tu_tally_destroy(&j->completed);
 	pthread_mutex_destroy(&j->lock);
 }
 
@@ -175,7 +114,7 @@ static int journal_pos(struct journal *j, int ev)
 
 static bool journal_wait(struct journal *j, long completions)
 {
-	return tally_wait(&j->completed, completions, TU_LONG_NS);
+	return tu_tally_wait(&j->completed, completions, TU_LONG_NS);
 }
 
 /* Every event of `evs` happened, in this order (others may interleave). */
@@ -254,7 +193,7 @@ static void record_completion(agr_message *msg, int status, void *arg)
 	t->status = status;
 	atomic_fetch_add(&t->completions, 1);
 	journal_add(j, EV_DONE + t->seq);
-	tally_add(&j->completed);
+	tu_tally_add(&j->completed);
 }
 
 /* Notes where it ran and that it started; done at once. Arg: journal. */
@@ -430,7 +369,7 @@ static void *stop_in_thread(void *arg)
 
 	tu_latch_count_down(&s->calling);
 	s->result = agr_dispatcher_stop_gracefully(s->d, TU_LONG_NS);
-	s->completed_at_return = tally_value(&s->j->completed);
+	s->completed_at_return = tu_tally_value(&s->j->completed);
 	return NULL;
 }
 
@@ -553,7 +492,7 @@ START_TEST(graceful_stop_when_idle_completes)
 	ck_assert(agr_scheduler_is_terminated(agr_dispatcher_scheduler(d)));
 	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
 	agr_dispatcher_free(d);
-	ck_assert_int_eq(tally_value(&j.completed), 0);
+	ck_assert_int_eq(tu_tally_value(&j.completed), 0);
 	journal_destroy(&j);
 }
 END_TEST
@@ -623,7 +562,7 @@ START_TEST(stop_before_start_is_final)
 	ck_assert_int_eq(agr_dispatcher_start(d), -ESHUTDOWN);
 	agr_dispatcher_free(d);
 	ck_assert_int_eq(atomic_load(&t.completions), 0);
-	ck_assert_int_eq(tally_value(&j.completed), 0);
+	ck_assert_int_eq(tu_tally_value(&j.completed), 0);
 	journal_destroy(&j);
 }
 END_TEST
@@ -661,7 +600,7 @@ START_TEST(stop_before_start_discards_admitted)
 	ck_assert_uint_eq(st.handled, 0);
 	ck_assert_uint_eq(st.refused, 1);
 	agr_dispatcher_free(d);
-	ck_assert_int_eq(tally_value(&j.completed), 3);
+	ck_assert_int_eq(tu_tally_value(&j.completed), 3);
 	ck_assert_int_eq(atomic_load(&late.completions), 0);
 	journal_destroy(&j);
 }
@@ -685,7 +624,7 @@ START_TEST(sends_before_start_wait_for_start)
 	for (i = 0; i < 4; i++)
 		send_ok(d, &t[i]);
 	/* Nothing runs before start (a wait expected to run out). */
-	ck_assert(!tally_wait(&j.completed, 1, 20 * MS));
+	ck_assert(!tu_tally_wait(&j.completed, 1, 20 * MS));
 	ck_assert_int_eq(journal_pos(&j, EV_START + 1), -1);
 	start(d);
 	ck_assert(journal_wait(&j, 4));
@@ -737,7 +676,7 @@ START_TEST(sends_after_stop_are_refused)
 	agr_dispatcher_free(d);
 	for (i = 0; i < 5; i++)
 		ck_assert_int_eq(atomic_load(&t[i].completions), 0);
-	ck_assert_int_eq(tally_value(&j.completed), 1);
+	ck_assert_int_eq(tu_tally_value(&j.completed), 1);
 	journal_destroy(&j);
 }
 END_TEST
@@ -874,7 +813,7 @@ START_TEST(force_stop_cancels_blocked_io)
 	agr_dispatcher_free(d);
 	if (_i != 0)
 		agr_supplier_free(sup);
-	ck_assert_int_eq(tally_value(&r.j.completed), 5);
+	ck_assert_int_eq(tu_tally_value(&r.j.completed), 5);
 	close(r.fds[0]);
 	close(r.fds[1]);
 	tu_latch_destroy(&r.started);
@@ -913,7 +852,7 @@ START_TEST(done_from_another_thread_after_force_stop_completes)
 	agr_exchange_done(h.ex, -ECANCELED);
 	ck_assert_msg(journal_wait(&h.j, 2),
 		      "%ld of 2 messages completed after the force stop",
-		      tally_value(&h.j.completed));
+		      tu_tally_value(&h.j.completed));
 	ck_assert_int_eq(t1.status, -ECANCELED);
 	ck_assert_int_eq(t2.status, AGR_DISCARDED);
 	agr_dispatcher_free(d);
@@ -1226,7 +1165,7 @@ struct flood {
 	int *send_ret;
 	int *status;
 	atomic_uchar *completions;
-	struct tally completed;
+	struct tu_tally completed;
 	struct tu_latch blocked;
 	atomic_long admitted;
 	atomic_bool saw_interrupt;
@@ -1245,7 +1184,7 @@ static void flood_completed(agr_message *m, int status, void *arg)
 
 	f->status[i] = status;
 	atomic_fetch_add(&f->completions[i], 1);
-	tally_add(&f->completed);
+	tu_tally_add(&f->completed);
 }
 
 /* Holds its worker until the force stop interrupts it. */
@@ -1312,7 +1251,7 @@ static struct flood *flood_new(void)
 	}
 	f->msgs[FLOOD_MSGS].aggregate_id = "blocker";
 	f->msgs[FLOOD_MSGS].type = "block";
-	tally_init(&f->completed);
+	tu_tally_init(&f->completed);
 	tu_latch_init(&f->blocked, 1);
 	return f;
 }
@@ -1320,7 +1259,7 @@ static struct flood *flood_new(void)
 static void flood_free(struct flood *f)
 {
 	tu_latch_destroy(&f->blocked);
-	tally_destroy(&f->completed);
+	tu_tally_destroy(&f->completed);
 	free(f->completions);
 	free(f->status);
 	free(f->send_ret);
@@ -1385,7 +1324,7 @@ START_TEST(force_stop_with_thousands_queued)
 	for (i = 0; i < FLOOD_PRODUCERS; i++)
 		pthread_join(p[i].thread, NULL);
 	admitted = atomic_load(&f->admitted) + 1; /* and the blocker */
-	ck_assert(tally_wait(&f->completed, admitted, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&f->completed, admitted, TU_LONG_NS));
 	st = stats_of(f->d);
 	ck_assert_uint_eq(st.admitted, (uint64_t)admitted);
 	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded,
@@ -1395,7 +1334,7 @@ START_TEST(force_stop_with_thousands_queued)
 	assert_flood_accounting(f, &st);
 	agr_dispatcher_free(f->d);
 	/* Nothing completed twice, not even while freeing. */
-	ck_assert_int_eq(tally_value(&f->completed), admitted);
+	ck_assert_int_eq(tu_tally_value(&f->completed), admitted);
 	ck_assert(atomic_load(&f->saw_interrupt));
 	ck_assert_int_eq(f->status[FLOOD_MSGS], 0);
 	flood_free(f);
@@ -1512,9 +1451,9 @@ static void finish_both(void *arg)
 	agr_exchange *ex = f->ex;
 
 	agr_exchange_done(ex, -EIO);
-	f->after_first = tally_value(&f->j.completed);
+	f->after_first = tu_tally_value(&f->j.completed);
 	agr_exchange_done(ex, -ENOENT); /* a later error is not the status */
-	f->after_second = tally_value(&f->j.completed);
+	f->after_second = tu_tally_value(&f->j.completed);
 	tu_latch_count_down(&f->finished);
 }
 
@@ -1541,7 +1480,7 @@ START_TEST(matching_functions_run_together)
 	send_ok(d, &a);
 	ck_assert(tu_latch_wait(&f.started, TU_LONG_NS));
 	/* All three started; the message waits for the two pending ones. */
-	ck_assert_int_eq(tally_value(&f.j.completed), 0);
+	ck_assert_int_eq(tu_tally_value(&f.j.completed), 0);
 	ck_assert_int_eq(agr_scheduler_schedule(agr_dispatcher_scheduler(d),
 						0, finish_both, &f), 0);
 	ck_assert(tu_latch_wait(&f.finished, TU_LONG_NS));
@@ -1800,7 +1739,7 @@ START_TEST(second_done_is_ignored)
 	ck_assert_int_eq(atomic_load(&t2.completions), 1);
 	ck_assert_int_eq(t1.status, 0);
 	ck_assert_int_eq(t2.status, 0);
-	ck_assert_int_eq(tally_value(&j.completed), 2);
+	ck_assert_int_eq(tu_tally_value(&j.completed), 2);
 	ck_assert_int_ge(atomic_load(&logged[AGR_LOG_WARN]), 2);
 	agr_set_log_hook(NULL, NULL);
 	journal_destroy(&j);

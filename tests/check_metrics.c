@@ -240,71 +240,10 @@ END_TEST
 
 /* ==== a count that can be waited on ==== */
 
-struct tally {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	long n;
-};
-
-static void tally_init(struct tally *t)
+static void wait_completed(struct tu_tally *t, long n)
 {
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	t->n = 0;
-}
-
-static void tally_destroy(struct tally *t)
-{
-	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
-}
-
-static void tally_add(struct tally *t)
-{
-	pthread_mutex_lock(&t->lock);
-	t->n++;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
-}
-
-static long tally_value(struct tally *t)
-{
-	long n;
-
-	pthread_mutex_lock(&t->lock);
-	n = t->n;
-	pthread_mutex_unlock(&t->lock);
-	return n;
-}
-
-/* True when the count reached `n` before `timeout_ns` passed. */
-static bool tally_wait(struct tally *t, long n, uint64_t timeout_ns)
-{
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
-	bool ok;
-
-	pthread_mutex_lock(&t->lock);
-	while (t->n < n &&
-	       pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
-		;
-	ok = t->n >= n;
-	pthread_mutex_unlock(&t->lock);
-	return ok;
-}
-
-static void wait_completed(struct tally *t, long n)
-{
-	ck_assert_msg(tally_wait(t, n, TU_LONG_NS),
-		      "%ld of %ld messages completed", tally_value(t), n);
+	ck_assert_msg(tu_tally_wait(t, n, TU_LONG_NS),
+		      "%ld of %ld messages completed", tu_tally_value(t), n);
 }
 
 /* ==== test messages and handlers ==== */
@@ -340,7 +279,7 @@ static void completed(agr_message *msg, int status, void *arg)
 
 	t->status = status;
 	atomic_fetch_add(&t->completions, 1);
-	tally_add(arg);
+	tu_tally_add(arg);
 }
 
 static int done_now(agr_exchange *ex, void *arg)
@@ -423,7 +362,7 @@ static agr_scheduler *lookup(agr_supplier *sup)
 
 /* An Order dispatcher of 16 groups on `sup`, which it does not own. */
 static agr_dispatcher_options options(const char *name, agr_supplier *sup,
-				      struct tally *completions)
+				      struct tu_tally *completions)
 {
 	agr_dispatcher_options o = {
 		.name = name,
@@ -591,7 +530,7 @@ START_TEST(counters_add_up_after_a_stop)
 	struct tmsg ok[N_OK], bad[N_FAIL], skip[N_SKIP], queued[N_QUEUED];
 	struct tmsg held, late[N_LATE];
 	struct tu_latch started;
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_dispatcher_metrics m;
 	agr_dispatcher_stats st;
@@ -599,7 +538,7 @@ START_TEST(counters_add_up_after_a_stop)
 	uint64_t since, held_for;
 	int i;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	tu_latch_init(&started, 1);
 	o = options("count", sup, &done);
 	o.metrics = _i == 0;
@@ -666,19 +605,19 @@ START_TEST(counters_add_up_after_a_stop)
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
 	tu_latch_destroy(&started);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
 START_TEST(metrics_snapshot_names_its_dispatcher)
 {
 	agr_supplier *sup = new_supplier("pool", 1);
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_dispatcher_metrics m;
 	agr_dispatcher *d;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	o = options("names", sup, &done);
 	d = new_dispatcher(&o);
 	ck_assert_int_eq(agr_dispatcher_metrics_get(NULL, &m), -EINVAL);
@@ -691,7 +630,7 @@ START_TEST(metrics_snapshot_names_its_dispatcher)
 	ck_assert_int_eq(m.deepest_group, -1);
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -708,12 +647,12 @@ START_TEST(latencies_have_known_lower_bounds)
 {
 	agr_supplier *sup = new_supplier("pool", 1);
 	struct tmsg t[2];
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_dispatcher_metrics m;
 	agr_dispatcher *d;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	o = options("timed", sup, &done);
 	o.metrics = true;
 	d = new_dispatcher(&o);
@@ -741,7 +680,7 @@ START_TEST(latencies_have_known_lower_bounds)
 	stop(d);
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -760,13 +699,13 @@ START_TEST(queue_depth_finds_the_deepest_group)
 	struct tmsg hx, hy, qx[3], qy, qz;
 	struct tu_latch started;
 	char x[16], y[16], z[16];
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_dispatcher_metrics m;
 	agr_dispatcher *d;
 	int gx, gy, i;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	tu_latch_init(&started, 2);
 	o = options("deep", sup, &done);
 	o.metrics = _i == 0;
@@ -824,7 +763,7 @@ START_TEST(queue_depth_finds_the_deepest_group)
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
 	tu_latch_destroy(&started);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -1155,12 +1094,12 @@ START_TEST(detector_reports_a_sleeping_handler_once)
 {
 	agr_supplier *sup = new_supplier("pool", 1);
 	struct tmsg t, after;
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_worker_metrics wm;
 	agr_dispatcher *d;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	o = options("ledger", sup, &done);
 	d = new_dispatcher(&o);
 	add_fn(d, "Sleep", sleep_300ms, NULL);
@@ -1188,7 +1127,7 @@ START_TEST(detector_reports_a_sleeping_handler_once)
 	stop(d);
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -1205,13 +1144,13 @@ START_TEST(detector_stays_quiet_on_a_handler_waiting_for_io)
 {
 	agr_supplier *sup = new_supplier("pool", 1);
 	struct tmsg t, after;
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_worker_metrics wm;
 	agr_dispatcher *d;
 	agr_scheduler *s;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	o = options("ledger", sup, &done);
 	d = new_dispatcher(&o);
 	s = agr_dispatcher_scheduler(d);
@@ -1240,7 +1179,7 @@ START_TEST(detector_stays_quiet_on_a_handler_waiting_for_io)
 	stop(d);
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -1328,12 +1267,12 @@ START_TEST(detector_times_each_handler_not_the_group)
 {
 	agr_supplier *sup = new_supplier("pool", 1);
 	struct tmsg t[30];
-	struct tally done;
+	struct tu_tally done;
 	agr_dispatcher_options o;
 	agr_dispatcher *d;
 	int i;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	o = options("ledger", sup, &done);
 	d = new_dispatcher(&o);
 	add_fn(d, "Compute", compute_10ms, NULL);
@@ -1351,7 +1290,7 @@ START_TEST(detector_times_each_handler_not_the_group)
 	stop(d);
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -2016,7 +1955,7 @@ static const char *const pair_ids[] = { "order-11", "order-12", "order-13",
 struct pair {
 	agr_supplier *sup;
 	agr_dispatcher *ds[2];
-	struct tally done;
+	struct tu_tally done;
 	struct tmsg msgs[10];
 };
 
@@ -2047,7 +1986,7 @@ static void pair_setup(struct pair *p)
 					     "A", "A", "E", "E" };
 	int i;
 
-	tally_init(&p->done);
+	tu_tally_init(&p->done);
 	p->sup = new_supplier("pool", 1);
 	p->ds[0] = pair_dispatcher(p, ODD_NAME, &order, true);
 	p->ds[1] = pair_dispatcher(p, "plain", &cart, false);
@@ -2066,7 +2005,7 @@ static void pair_teardown(struct pair *p)
 	agr_dispatcher_free(p->ds[0]);
 	agr_dispatcher_free(p->ds[1]);
 	agr_supplier_free(p->sup);
-	tally_destroy(&p->done);
+	tu_tally_destroy(&p->done);
 }
 
 /* The whole text for ds[0..n), through the sizing call. */

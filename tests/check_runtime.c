@@ -258,56 +258,6 @@ static void get_report(agr_runtime *rt, agr_runtime_report *r,
 
 /* ---- messages, dispatchers ---- */
 
-struct tally {
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	long n;
-};
-
-static void tally_init(struct tally *t)
-{
-	pthread_condattr_t ca;
-
-	pthread_mutex_init(&t->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	t->n = 0;
-}
-
-static void tally_destroy(struct tally *t)
-{
-	pthread_cond_destroy(&t->cond);
-	pthread_mutex_destroy(&t->lock);
-}
-
-static void tally_add(struct tally *t)
-{
-	pthread_mutex_lock(&t->lock);
-	t->n++;
-	pthread_cond_broadcast(&t->cond);
-	pthread_mutex_unlock(&t->lock);
-}
-
-static bool tally_wait(struct tally *t, long n, uint64_t timeout_ns)
-{
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
-	bool ok;
-
-	pthread_mutex_lock(&t->lock);
-	while (t->n < n &&
-	       pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
-		;
-	ok = t->n >= n;
-	pthread_mutex_unlock(&t->lock);
-	return ok;
-}
-
 struct tmsg {
 	agr_message m; /* first: the completion casts back */
 	int status;
@@ -329,7 +279,7 @@ static void on_complete(agr_message *msg, int status, void *arg)
 
 	t->status = status;
 	atomic_fetch_add(&t->completions, 1);
-	tally_add(arg);
+	tu_tally_add(arg);
 }
 
 static agr_supplier *new_supplier(int parallelism)
@@ -342,7 +292,7 @@ static agr_supplier *new_supplier(int parallelism)
 
 static agr_dispatcher *new_dispatcher(agr_supplier *sup, const char *name,
 				      const agr_named_aggregate *named,
-				      struct tally *done)
+				      struct tu_tally *done)
 {
 	agr_dispatcher_options o;
 	agr_dispatcher *d = NULL;
@@ -457,14 +407,14 @@ END_TEST
 
 START_TEST(registration_rules)
 {
-	struct tally done;
+	struct tu_tally done;
 	agr_supplier *sup = new_supplier(1);
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
 	agr_dispatcher *a, *started;
 	agr_runtime_report r;
 	struct probe p;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	probe_init(&p, "p");
 	a = new_dispatcher(sup, "a", &order, &done);
 	started = new_dispatcher(sup, "started", &payment, &done);
@@ -499,7 +449,7 @@ START_TEST(registration_rules)
 	agr_dispatcher_free(started);
 	agr_supplier_free(sup);
 	probe_destroy(&p);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -771,13 +721,13 @@ START_TEST(concurrent_stops_share_one_shutdown)
 	struct stopper s[STOPPERS];
 	pthread_barrier_t start;
 	struct probe a, b;
-	struct tally done;
+	struct tu_tally done;
 	struct tmsg t[32];
 	agr_dispatcher *d;
 	int i, expected = _i == 0 ? 0 : -EIO;
 
 	journal_reset();
-	tally_init(&done);
+	tu_tally_init(&done);
 	probe_init(&a, "a");
 	probe_init(&b, "b");
 	b.stop_ret = expected;
@@ -809,7 +759,7 @@ START_TEST(concurrent_stops_share_one_shutdown)
 	ck_assert_int_eq(atomic_load(&a.forces), _i == 0 ? 0 : 1);
 	ck_assert_int_eq(atomic_load(&b.forces), _i == 0 ? 0 : 1);
 	/* Every message was handled before the dispatcher stopped. */
-	ck_assert(tally_wait(&done, 32, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&done, 32, TU_LONG_NS));
 	for (i = 0; i < 32; i++) {
 		ck_assert_int_eq(t[i].status, 0);
 		ck_assert_int_eq(atomic_load(&t[i].completions), 1);
@@ -819,7 +769,7 @@ START_TEST(concurrent_stops_share_one_shutdown)
 	agr_supplier_free(sup);
 	probe_destroy(&a);
 	probe_destroy(&b);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -829,13 +779,13 @@ START_TEST(admission_stays_open_while_work_is_active)
 {
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 20 * MS);
 	agr_supplier *sup = new_supplier(1);
-	struct tally done;
+	struct tu_tally done;
 	struct tmsg during, after;
 	struct stopper s;
 	agr_dispatcher *d;
 	int logged;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	d = new_dispatcher(sup, "d", &order, &done);
 	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
 	ck_assert_int_eq(agr_dispatcher_start(d), 0);
@@ -853,7 +803,7 @@ START_TEST(admission_stays_open_while_work_is_active)
 	ck_assert(wait_state(rt, AGR_RUNTIME_QUIET));
 	tmsg_init(&during, "order-1");
 	send_ok(d, &during);
-	ck_assert(tally_wait(&done, 1, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&done, 1, TU_LONG_NS));
 	ck_assert_int_eq(during.status, 0);
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_QUIET);
 	agr_runtime_lease_release(rt);
@@ -867,7 +817,7 @@ START_TEST(admission_stays_open_while_work_is_active)
 	agr_runtime_free(rt);
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -921,12 +871,12 @@ START_TEST(follow_on_work_in_quiet_boundary_is_handled)
 	struct follow_on f = { .worker = -1 };
 	agr_component_report c[2];
 	agr_runtime_report r;
-	struct tally done;
+	struct tu_tally done;
 	struct tmsg first, late;
 	struct stopper s;
 	agr_dispatcher *a;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	tu_latch_init(&f.held, 1);
 	atomic_init(&f.send_ret, 1);
 	atomic_init(&f.b_calls, 0);
@@ -954,7 +904,7 @@ START_TEST(follow_on_work_in_quiet_boundary_is_handled)
 	ck_assert_int_eq(stopper_join(&s), 0);
 
 	ck_assert_int_eq(atomic_load(&f.send_ret), 0);
-	ck_assert(tally_wait(&done, 2, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&done, 2, TU_LONG_NS));
 	ck_assert_int_eq(first.status, 0);
 	ck_assert_int_eq(f.next.status, 0);
 	ck_assert_int_eq(atomic_load(&f.b_calls), 1);
@@ -976,7 +926,7 @@ START_TEST(follow_on_work_in_quiet_boundary_is_handled)
 	agr_dispatcher_free(f.b);
 	agr_supplier_free(sup);
 	tu_latch_destroy(&f.held);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -1023,12 +973,12 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 	struct stuck_recv rv = { .fds = { -1, -1 } };
 	agr_component_report c[1];
 	agr_runtime_report r;
-	struct tally done;
+	struct tu_tally done;
 	struct tmsg stuck, queued;
 	agr_dispatcher *d;
 	uint64_t before, took;
 
-	tally_init(&done);
+	tu_tally_init(&done);
 	tu_latch_init(&rv.started, 1);
 	atomic_init(&rv.submit_ret, 1);
 	atomic_init(&rv.recv_res, 1);
@@ -1054,7 +1004,7 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 	ck_assert_uint_lt(took, 300 * MS + FORCE_BOUND_NS);
 
 	/* Both complete, as discarded: the sender may redeliver them. */
-	ck_assert(tally_wait(&done, 2, TU_LONG_NS));
+	ck_assert(tu_tally_wait(&done, 2, TU_LONG_NS));
 	ck_assert_int_eq(atomic_load(&rv.recv_res), -ECANCELED);
 	ck_assert_int_eq(stuck.status, AGR_DISCARDED);
 	ck_assert_int_eq(queued.status, AGR_DISCARDED);
@@ -1080,7 +1030,7 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 	close(rv.fds[0]);
 	close(rv.fds[1]);
 	tu_latch_destroy(&rv.started);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 
@@ -1111,14 +1061,14 @@ START_TEST(composite_takes_its_place_in_the_order)
 	agr_composite_options o;
 	agr_runtime_report r;
 	struct probe first, last;
-	struct tally done;
+	struct tu_tally done;
 	struct tmsg t[4];
 	agr_composite *comp = NULL;
 	agr_scheduler *sched;
 	int i;
 
 	journal_reset();
-	tally_init(&done);
+	tu_tally_init(&done);
 	probe_init(&first, "first");
 	probe_init(&last, "last");
 	memset(&o, 0, sizeof(o));
@@ -1163,7 +1113,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 	agr_composite_free(comp);
 	probe_destroy(&first);
 	probe_destroy(&last);
-	tally_destroy(&done);
+	tu_tally_destroy(&done);
 }
 END_TEST
 

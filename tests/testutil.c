@@ -98,3 +98,58 @@ int tu_latch_count(struct tu_latch *l)
 	pthread_mutex_unlock(&l->lock);
 	return n;
 }
+
+/* The latch's lock and clock; the tally counts up instead of down. */
+void tu_tally_init(struct tu_tally *t)
+{
+	pthread_condattr_t ca;
+
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	t->n = 0;
+}
+
+void tu_tally_destroy(struct tu_tally *t)
+{
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+}
+
+void tu_tally_add(struct tu_tally *t)
+{
+	pthread_mutex_lock(&t->lock);
+	t->n++;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+}
+
+long tu_tally_value(struct tu_tally *t)
+{
+	long n;
+
+	pthread_mutex_lock(&t->lock);
+	n = t->n;
+	pthread_mutex_unlock(&t->lock);
+	return n;
+}
+
+bool tu_tally_wait(struct tu_tally *t, long n, uint64_t timeout_ns)
+{
+	uint64_t deadline = tu_now_ns() + timeout_ns;
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline / 1000000000ull),
+		.tv_nsec = (long)(deadline % 1000000000ull),
+	};
+	bool ok;
+
+	pthread_mutex_lock(&t->lock);
+	while (t->n < n &&
+	       pthread_cond_timedwait(&t->cond, &t->lock, &ts) != ETIMEDOUT)
+		;
+	ok = t->n >= n;
+	pthread_mutex_unlock(&t->lock);
+	return ok;
+}

@@ -42,4 +42,18 @@ void tu_latch_count_down(struct tu_latch *l);
 bool tu_latch_wait(struct tu_latch *l, uint64_t timeout_ns);
 int tu_latch_count(struct tu_latch *l);
 
+/* A count that goes up and can be waited on (completions, say). */
+struct tu_tally {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	long n;
+};
+
+void tu_tally_init(struct tu_tally *t);
+void tu_tally_destroy(struct tu_tally *t);
+void tu_tally_add(struct tu_tally *t);
+long tu_tally_value(struct tu_tally *t);
+/* True when the count reached `n` before `timeout_ns` passed. */
+bool tu_tally_wait(struct tu_tally *t, long n, uint64_t timeout_ns);
+
 #endif /* AGR_TESTUTIL_H */
