@@ -590,6 +590,8 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	}
 	if (!ret && o->metrics)
 		ret = alloc_latency(d);
+	if (!ret)
+		ret = agr__scheduler_attach_gate(d->sched, &d->gate);
 	if (ret) {
 		free_memory(d);
 		return ret;
@@ -765,21 +767,18 @@ static void activate(struct group *g)
 		agr__worker_post(g->worker, &g->work);
 }
 
-/* Both gates: intake, then the scheduler (its rings stay open). */
+/*
+ * The intake gate alone: it is attached to the scheduler, whose dispose
+ * closes it and waits for us before it closes its own, so a sender
+ * inside it may post to the workers without entering theirs.
+ */
 static int enter(struct agr_dispatcher *d)
 {
-	if (!agr__gate_enter(&d->gate))
-		return -ESHUTDOWN;
-	if (!agr__scheduler_enter(d->sched)) {
-		agr__gate_leave(&d->gate);
-		return -ESHUTDOWN;
-	}
-	return 0;
+	return agr__gate_enter(&d->gate) ? 0 : -ESHUTDOWN;
 }
 
 static void leave(struct agr_dispatcher *d)
 {
-	agr__scheduler_leave(d->sched);
 	agr__gate_leave(&d->gate);
 }
 
@@ -996,6 +995,7 @@ AGR_API void agr_dispatcher_free(agr_dispatcher *d)
 	else
 		agr_dispatcher_quiesce(d);
 	wait_idle(d, UINT64_MAX);
+	agr__scheduler_detach_gate(d->sched, &d->gate);
 	if (d->owns_supplier)
 		agr_supplier_free(d->supplier);
 	free_memory(d);

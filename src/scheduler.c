@@ -237,6 +237,12 @@ static void free_memory(struct agr_scheduler *s)
 {
 	int i;
 
+	while (s->attached) {
+		struct attached_gate *a = s->attached;
+
+		s->attached = a->next;
+		free(a);
+	}
 	if (s->workers) {
 		for (i = 0; i < s->parallelism; i++) {
 			if (!s->workers[i])
@@ -314,6 +320,49 @@ int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
 
 /* ---- dispose ---- */
 
+int agr__scheduler_attach_gate(struct agr_scheduler *s, agr__gate *gate)
+{
+	struct attached_gate *a = malloc(sizeof(*a));
+
+	if (!a)
+		return -ENOMEM;
+	a->gate = gate;
+	pthread_mutex_lock(&s->lock);
+	a->next = s->attached;
+	s->attached = a;
+	if (s->state != AGR__SCHED_RUNNING)
+		agr__gate_close(gate); /* disposed already: admit nothing */
+	pthread_mutex_unlock(&s->lock);
+	return 0;
+}
+
+void agr__scheduler_detach_gate(struct agr_scheduler *s, agr__gate *gate)
+{
+	struct attached_gate **p, *a;
+
+	pthread_mutex_lock(&s->lock);
+	for (p = &s->attached; (a = *p) != NULL; p = &a->next) {
+		if (a->gate == gate) {
+			*p = a->next;
+			free(a);
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+/* Senders of the layers above first, then our own. */
+static void close_gates(struct agr_scheduler *s)
+{
+	struct attached_gate *a;
+
+	pthread_mutex_lock(&s->lock);
+	for (a = s->attached; a; a = a->next)
+		agr__gate_close(a->gate);
+	pthread_mutex_unlock(&s->lock);
+	agr__gate_close(&s->gate);
+}
+
 void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
 {
 	enum agr__sched_state want =
@@ -328,7 +377,7 @@ void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
 	s->state = want;
 	pthread_mutex_unlock(&s->lock);
 
-	agr__gate_close(&s->gate);
+	close_gates(s);
 	for (i = 0; i < s->parallelism; i++) {
 		struct agr_worker *w = s->workers[i];
 

@@ -38,6 +38,15 @@ struct agr_scheduler {
 	int live;	/* workers still in their loop */
 	enum agr__sched_state state;
 	bool joined;
+	/*
+	 * Gates of layers above (dispatcher intake) that dispose closes
+	 * before its own: a sender inside one of them may skip this
+	 * scheduler's gate, since dispose waits for it to leave first.
+	 */
+	struct attached_gate {
+		agr__gate *gate;
+		struct attached_gate *next;
+	} *attached;
 };
 
 /*
@@ -64,6 +73,14 @@ agr__scheduler_worker(struct agr_scheduler *s, unsigned hint)
 {
 	return s->workers[hint % (unsigned)s->parallelism];
 }
+
+/*
+ * Attaches `gate`: dispose closes it (waiting for its senders) before
+ * closing the scheduler's own gate. Returns 0 or -ENOMEM. Detach before
+ * the gate's memory goes.
+ */
+int agr__scheduler_attach_gate(struct agr_scheduler *s, agr__gate *gate);
+void agr__scheduler_detach_gate(struct agr_scheduler *s, agr__gate *gate);
 
 /* Starts a graceful or an immediate dispose; never blocks on tasks. */
 void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate);

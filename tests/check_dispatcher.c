@@ -1860,6 +1860,108 @@ START_TEST(forwarding_between_dispatchers)
 }
 END_TEST
 
+/* ---- the scheduler going away under a running dispatcher ---- */
+
+#define RACE_MSGS 20000
+
+struct race {
+	agr_dispatcher *d;
+	struct tu_latch sending;
+	char ids[64][24];
+	agr_message *msgs;
+	atomic_int *completions;
+	atomic_long admitted, refused, other;
+};
+
+static void count_race_completion(agr_message *msg, int status, void *arg)
+{
+	struct race *r = arg;
+
+	(void)status;
+	atomic_fetch_add(&r->completions[msg - r->msgs], 1);
+}
+
+static int noop_fn(agr_exchange *ex, void *arg)
+{
+	(void)ex;
+	(void)arg;
+	return 0;
+}
+
+static void *race_sends(void *arg)
+{
+	struct race *r = arg;
+	int i, ret;
+
+	for (i = 0; i < RACE_MSGS; i++) {
+		if (i == 100)
+			tu_latch_count_down(&r->sending);
+		ret = agr_dispatcher_send(r->d, &r->msgs[i]);
+		if (ret == 0)
+			atomic_fetch_add(&r->admitted, 1);
+		else if (ret == -ESHUTDOWN)
+			atomic_fetch_add(&r->refused, 1);
+		else
+			atomic_fetch_add(&r->other, 1);
+	}
+	return NULL;
+}
+
+/*
+ * The supplier (not the dispatcher) is stopped while a producer sends:
+ * the scheduler's dispose closes the dispatcher's intake first, so each
+ * send is either refused (and never completes) or admitted and completed
+ * exactly once, handled or discarded. _i == 0: graceful, 1: forced.
+ */
+START_TEST(supplier_stop_under_sends_loses_nothing)
+{
+	agr_supplier *sup = new_supplier(2);
+	struct race r = { .msgs = calloc(RACE_MSGS, sizeof(agr_message)) };
+	agr_dispatcher_options o = options(sup, false, 16, &r);
+	agr_message late = { .aggregate_id = "late" };
+	pthread_t producer;
+	long completed = 0;
+	int i;
+
+	r.completions = calloc(RACE_MSGS, sizeof(atomic_int));
+	ck_assert_ptr_nonnull(r.msgs);
+	ck_assert_ptr_nonnull(r.completions);
+	for (i = 0; i < 64; i++)
+		snprintf(r.ids[i], sizeof(r.ids[i]), "race-%d", i);
+	for (i = 0; i < RACE_MSGS; i++)
+		r.msgs[i].aggregate_id = r.ids[i % 64];
+	o.on_complete = count_race_completion;
+	r.d = new_dispatcher(&o);
+	add_fn(r.d, NULL, noop_fn, NULL);
+	start(r.d);
+	tu_latch_init(&r.sending, 1);
+	ck_assert_int_eq(pthread_create(&producer, NULL, race_sends, &r), 0);
+	ck_assert(tu_latch_wait(&r.sending, TU_LONG_NS));
+	if (_i == 0)
+		ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS),
+				 0);
+	else
+		ck_assert_int_eq(agr_supplier_force_stop(sup), 0);
+	pthread_join(producer, NULL);
+	ck_assert_int_eq(agr_dispatcher_send(r.d, &late), -ESHUTDOWN);
+	agr_dispatcher_free(r.d);
+	agr_supplier_free(sup);
+
+	ck_assert_int_eq(atomic_load(&r.other), 0);
+	ck_assert_int_eq(atomic_load(&r.admitted) + atomic_load(&r.refused),
+			 RACE_MSGS);
+	ck_assert_int_ge(atomic_load(&r.admitted), 100);
+	for (i = 0; i < RACE_MSGS; i++) {
+		ck_assert_int_le(atomic_load(&r.completions[i]), 1);
+		completed += atomic_load(&r.completions[i]);
+	}
+	ck_assert_int_eq(completed, atomic_load(&r.admitted));
+	tu_latch_destroy(&r.sending);
+	free(r.completions);
+	free(r.msgs);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("dispatcher");
@@ -1898,6 +2000,8 @@ static Suite *suite(void)
 	tcase_add_test(core, default_parallelism_is_64_per_cpu);
 	tcase_add_test(core, parallelism_env_overrides_default);
 	tcase_add_test(core, forwarding_between_dispatchers);
+	tcase_add_loop_test(core, supplier_stop_under_sends_loses_nothing, 0,
+			    2);
 
 	tcase_add_test(stress, per_id_order_under_load);
 	tcase_add_test(stress, force_stop_with_thousands_queued);
