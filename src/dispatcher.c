@@ -632,6 +632,8 @@ AGR_API int agr_dispatcher_register(agr_dispatcher *d, const char *type,
 		} else {
 			d->handlers = h;
 			h[d->nhandlers++] = (struct handler){ copy, fn, arg };
+			/* The array owns the copy now (freed with it). */
+			// cppcheck-suppress memleak
 			copy = NULL;
 		}
 	}
