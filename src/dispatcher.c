@@ -521,7 +521,6 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 			    struct agr_dispatcher **out)
 {
 	struct agr_dispatcher *d;
-	pthread_condattr_t ca;
 
 	if (posix_memalign((void **)&d, AGR__CACHELINE, sizeof(*d)) != 0)
 		return -ENOMEM;
@@ -531,10 +530,7 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 	atomic_init(&d->started, false);
 	atomic_init(&d->forced, false);
 	pthread_mutex_init(&d->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&d->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	agr__cond_init_monotonic(&d->cond);
 	d->parallelism = parallelism;
 	d->name = strdup(o->name);
 	d->context_name = strdup(o->named_aggregate.context_name);

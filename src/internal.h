@@ -12,6 +12,7 @@
 #endif
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -84,6 +85,13 @@ static inline void agr__cpu_relax(void)
 	__asm__ __volatile__("yield" ::: "memory");
 #endif
 }
+
+/*
+ * Initialises `cond` on CLOCK_MONOTONIC, the clock of every deadline
+ * here (agr__timespec_of), so that wall-clock jumps cannot shorten or
+ * stretch a timed wait.
+ */
+void agr__cond_init_monotonic(pthread_cond_t *cond);
 
 /* Online CPUs, at least 1. */
 int agr__online_cpus(void);

@@ -143,3 +143,13 @@ int agr__resolve_parallelism(int parallelism, const char *env, int fallback)
 	from_env = agr__env_positive_int(env);
 	return from_env != 0 ? from_env : fallback;
 }
+
+void agr__cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &ca);
+	pthread_condattr_destroy(&ca);
+}

@@ -214,7 +214,6 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
 {
 	struct agr_runtime *rt;
 	agr_runtime_options o;
-	pthread_condattr_t ca;
 
 	if (!out)
 		return -EINVAL;
@@ -232,10 +231,7 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
 	rt->quiet_ns = o.quiet_period_ns;
 	rt->state = AGR_RUNTIME_RUNNING;
 	pthread_mutex_init(&rt->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&rt->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	agr__cond_init_monotonic(&rt->cond);
 	*out = rt;
 	return 0;
 }

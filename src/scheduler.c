@@ -263,7 +263,6 @@ static int alloc_scheduler(const char *supplier_name,
 			   struct agr_scheduler **out)
 {
 	struct agr_scheduler *s;
-	pthread_condattr_t ca;
 	size_t len;
 	int i;
 
@@ -272,10 +271,7 @@ static int alloc_scheduler(const char *supplier_name,
 	memset(s, 0, sizeof(*s));
 	atomic_init(&s->gate, 0);
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&s->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	agr__cond_init_monotonic(&s->cond);
 	s->parallelism = parallelism;
 	len = strlen(supplier_name) + strlen(aggregate_name) + 2;
 	s->name = malloc(len);

@@ -34,12 +34,7 @@ static uint64_t threshold_ns;
 
 static void init_wake(void)
 {
-	pthread_condattr_t ca;
-
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&wake, &ca);
-	pthread_condattr_destroy(&ca);
+	agr__cond_init_monotonic(&wake);
 }
 
 void agr__watchdog_register(struct agr_scheduler *s)
