@@ -32,31 +32,6 @@
 static const agr_named_aggregate order = { "sales", "Order" };
 static const agr_named_aggregate payment = { "sales", "Payment" };
 
-/* ---- checks made on worker threads ---- */
-
-static atomic_int worker_failures;
-static atomic_int first_failed_line;
-
-#define EXPECT(cond) expect_at((cond), __LINE__)
-
-static void expect_at(bool ok, int line)
-{
-	int none = 0;
-
-	if (ok)
-		return;
-	atomic_fetch_add(&worker_failures, 1);
-	atomic_compare_exchange_strong(&first_failed_line, &none, line);
-}
-
-static void assert_no_worker_failure(void)
-{
-	ck_assert_msg(atomic_load(&worker_failures) == 0,
-		      "%d check(s) failed on a worker, the first at line %d",
-		      atomic_load(&worker_failures),
-		      atomic_load(&first_failed_line));
-}
-
 /* ---- a count that can be waited on ---- */
 
 /* ---- the journal: what happened, in order ---- */
@@ -93,7 +68,7 @@ static void journal_destroy(struct journal *j)
 static void journal_add(struct journal *j, int ev)
 {
 	pthread_mutex_lock(&j->lock);
-	EXPECT(j->nevents < MAX_EVENTS);
+	TU_EXPECT(j->nevents < MAX_EVENTS);
 	if (j->nevents < MAX_EVENTS)
 		j->events[j->nevents++] = ev;
 	pthread_mutex_unlock(&j->lock);
@@ -898,8 +873,8 @@ static int check_order(agr_exchange *ex, void *arg)
 	int seq = (int)(uintptr_t)m->user;
 	int g = agr_exchange_group(ex);
 
-	EXPECT(atomic_fetch_add(&r->inflight[g], 1) == 0);
-	EXPECT(atomic_load_explicit(&r->next_seq[id],
+	TU_EXPECT(atomic_fetch_add(&r->inflight[g], 1) == 0);
+	TU_EXPECT(atomic_load_explicit(&r->next_seq[id],
 				    memory_order_relaxed) == seq);
 	atomic_store_explicit(&r->next_seq[id], seq + 1,
 			      memory_order_relaxed);
@@ -911,8 +886,8 @@ static void count_order_completion(agr_message *m, int status, void *arg)
 {
 	struct order_run *r = arg;
 
-	EXPECT(status == 0);
-	EXPECT(atomic_fetch_add(&r->completions[m - r->msgs], 1) == 0);
+	TU_EXPECT(status == 0);
+	TU_EXPECT(atomic_fetch_add(&r->completions[m - r->msgs], 1) == 0);
 	if (atomic_fetch_sub(&r->remaining, 1) == 1)
 		tu_latch_count_down(&r->all_done);
 }
@@ -924,8 +899,8 @@ static void send_order_batch(struct order_run *r, agr_message **batch,
 
 	if (n == 0)
 		return;
-	EXPECT(agr_dispatcher_send_batch(r->d, batch, n, &admitted) == 0);
-	EXPECT(admitted == n);
+	TU_EXPECT(agr_dispatcher_send_batch(r->d, batch, n, &admitted) == 0);
+	TU_EXPECT(admitted == n);
 	atomic_fetch_add(&r->sent, (long)n);
 }
 
@@ -943,7 +918,7 @@ static void *produce_in_order(void *arg)
 		for (id = p->index; id < ORDER_IDS; id += ORDER_PRODUCERS) {
 			m = &r->msgs[id * ORDER_PER_ID + seq];
 			if (!batched) {
-				EXPECT(agr_dispatcher_send(r->d, m) == 0);
+				TU_EXPECT(agr_dispatcher_send(r->d, m) == 0);
 				atomic_fetch_add(&r->sent, 1);
 				continue;
 			}
@@ -1016,7 +991,7 @@ START_TEST(per_id_order_under_load)
 	for (i = 0; i < ORDER_PRODUCERS; i++)
 		pthread_join(p[i].thread, NULL);
 	ck_assert(tu_latch_wait(&r->all_done, 4 * TU_LONG_NS));
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 	for (i = 0; i < ORDER_MSGS; i++)
 		ck_assert_int_eq(atomic_load(&r->completions[i]), 1);
 	for (i = 0; i < ORDER_IDS; i++)
@@ -1802,7 +1777,7 @@ static int forward_payment(agr_exchange *ex, void *arg)
 	struct forwarding *f = arg;
 	struct tmsg *t = current_tmsg(ex);
 
-	EXPECT(agr_dispatcher_send(f->payments, &f->out[t->seq].m) == 0);
+	TU_EXPECT(agr_dispatcher_send(f->payments, &f->out[t->seq].m) == 0);
 	return 0;
 }
 
@@ -1838,7 +1813,7 @@ START_TEST(forwarding_between_dispatchers)
 	}
 	ck_assert(journal_wait(&f->orders_j, FORWARDS));
 	ck_assert(journal_wait(&f->payments_j, FORWARDS));
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 	for (i = 0; i < FORWARDS; i++) {
 		ck_assert_int_eq(f->in[i].status, 0);
 		ck_assert_int_eq(f->out[i].status, 0);

@@ -38,38 +38,6 @@
 #define MS 1000000ull
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
-/* ---- checks made on worker threads ---- */
-
-static atomic_int worker_failures;
-static atomic_int first_failed_line;
-
-#define EXPECT(cond) expect_at((cond), __LINE__)
-
-static void expect_at(bool ok, int line)
-{
-	int none = 0;
-
-	if (ok)
-		return;
-	atomic_fetch_add(&worker_failures, 1);
-	atomic_compare_exchange_strong(&first_failed_line, &none, line);
-}
-
-static void assert_no_worker_failure(void)
-{
-	ck_assert_msg(atomic_load(&worker_failures) == 0,
-		      "%d check(s) failed on a worker, the first at line %d",
-		      atomic_load(&worker_failures),
-		      atomic_load(&first_failed_line));
-}
-
-/* Checked fixture: with CK_FORK=no every test starts clean as well. */
-static void reset_failures(void)
-{
-	atomic_store(&worker_failures, 0);
-	atomic_store(&first_failed_line, 0);
-}
-
 /* ---- files ---- */
 
 static const char *tmp_root(void)
@@ -527,14 +495,14 @@ static void op_done(int res, void *arg)
 	struct run *r = s->r;
 	const struct op *op = &r->ops[s->i];
 
-	EXPECT(agr_worker_current() == r->w);
-	EXPECT(s->i >= r->first && s->i <= r->last);
+	TU_EXPECT(agr_worker_current() == r->w);
+	TU_EXPECT(s->i >= r->first && s->i <= r->last);
 	r->res[s->i] = res;
 	r->calls[s->i]++;
 	r->inflight_seen[s->i] = agr_io_inflight(r->w);
 	if (op->save)
 		*op->save = res;
-	EXPECT(r->pending > 0);
+	TU_EXPECT(r->pending > 0);
 	if (--r->pending > 0)
 		return;
 	if (r->on_step)
@@ -634,7 +602,7 @@ static void assert_plan(const struct run *r)
 				      res_str(r->res[i]), op->want,
 				      res_str(op->want));
 	}
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 }
 
 /* ==== files ==== */
@@ -927,7 +895,7 @@ static void multi_accepted(int res, void *arg)
 {
 	struct multi *m = arg;
 
-	EXPECT(agr_worker_current() == m->w);
+	TU_EXPECT(agr_worker_current() == m->w);
 	m->calls++;
 	if (res < 0) {
 		/* The last call: the operation is no longer armed. */
@@ -998,7 +966,7 @@ START_TEST(multishot_accept_until_cancelled)
 	}
 	rig_down(&g);
 	ck_assert_int_eq(m.calls, MULTI_CONNS + 1);
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 	for (i = 0; i < MULTI_CONNS; i++) {
 		close(m.fds[i]);
 		close(clients[i]);
@@ -1032,7 +1000,7 @@ static void long_fired(int res, void *arg)
 {
 	struct timers *t = ((struct timer_key *)arg)->t;
 
-	EXPECT(agr_worker_current() == t->w);
+	TU_EXPECT(agr_worker_current() == t->w);
 	t->long_res = res;
 	t->long_calls++;
 	tu_latch_count_down(&t->done);
@@ -1043,7 +1011,7 @@ static void short_fired(int res, void *arg)
 {
 	struct timers *t = ((struct timer_key *)arg)->t;
 
-	EXPECT(agr_worker_current() == t->w);
+	TU_EXPECT(agr_worker_current() == t->w);
 	t->fired = tu_now_ns();
 	t->short_res = res;
 	t->short_calls++;
@@ -1090,7 +1058,7 @@ START_TEST(timeout_fires_and_another_is_cancelled)
 	rig_down(&g);
 	ck_assert_int_eq(t.short_calls, 1);
 	ck_assert_int_eq(t.long_calls, 1);
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 	tu_latch_destroy(&t.done);
 }
 END_TEST
@@ -1267,7 +1235,7 @@ static void flood_done(int res, void *arg)
 	struct flood_slot *s = arg;
 	struct flood *f = s->f;
 
-	EXPECT(agr_worker_current() == f->w);
+	TU_EXPECT(agr_worker_current() == f->w);
 	s->calls++;
 	s->res = res;
 	/* No callback runs inside the task, so `issued` is final here. */
@@ -1343,7 +1311,7 @@ START_TEST(full_sq_is_flushed_and_retried)
 		ck_assert_int_eq(f.slots[i].res, i < f.nops ? 0 : -ETIME);
 	}
 	ck_assert_int_eq(f.completed, f.n);
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 	tu_latch_destroy(&f.done);
 	free(f.slots);
 }
@@ -1394,7 +1362,7 @@ struct journal {
 static void journal_add(struct journal *j, int ev)
 {
 	pthread_mutex_lock(&j->lock);
-	EXPECT(j->n < MAX_EVENTS);
+	TU_EXPECT(j->n < MAX_EVENTS);
 	if (j->n < MAX_EVENTS)
 		j->ev[j->n++] = ev;
 	pthread_mutex_unlock(&j->lock);
@@ -1537,7 +1505,7 @@ static int run_job(agr_exchange *ex, void *arg)
 	(void)arg;
 	dm->ex = ex;
 	dm->ran_on = agr_worker_current();
-	EXPECT(dm->ran_on == agr_exchange_worker(ex));
+	TU_EXPECT(dm->ran_on == agr_exchange_worker(ex));
 	journal_add(&dm->t->j, EV(dm->seq, EV_START));
 	dm->run.w = agr_exchange_worker(ex);
 	run_next(&dm->run);
@@ -1783,7 +1751,7 @@ START_TEST(force_stop_cancels_a_recv_in_a_function)
 	if (!owns)
 		agr_supplier_free(sup);
 	ck_assert_int_eq(atomic_load(&m.completions), 1);
-	assert_no_worker_failure();
+	tu_assert_no_worker_failure();
 	dtest_down(&t);
 	tu_latch_destroy(&s.submitted);
 }
@@ -1963,7 +1931,7 @@ static Suite *suite(void)
 	for (i = 0; i < ARRAY_SIZE(all); i++) {
 		/* Generous even when run by hand, outside `make check`. */
 		tcase_set_timeout(all[i], 120);
-		tcase_add_checked_fixture(all[i], reset_failures, NULL);
+		tcase_add_checked_fixture(all[i], tu_reset_worker_failures, NULL);
 		suite_add_tcase(s, all[i]);
 	}
 	tcase_add_test(files, read_write_short_reads_and_eof);

@@ -974,13 +974,8 @@ static void note_report(agr_log_level level, const char *msg, void *arg)
 
 static void watch(uint64_t threshold_ns)
 {
-	pthread_condattr_t ca;
-
 	pthread_mutex_init(&reports.lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&reports.cond, &ca);
-	pthread_condattr_destroy(&ca);
+	tu_cond_init_monotonic(&reports.cond);
 	reports.n = 0;
 	reports.first[0] = '\0';
 	reports.longest_ms = 0;

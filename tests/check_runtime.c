@@ -142,8 +142,6 @@ struct probe {
 
 static void probe_init(struct probe *p, const char *name)
 {
-	pthread_condattr_t ca;
-
 	memset(p, 0, sizeof(*p));
 	p->name = name;
 	atomic_init(&p->quiesces, 0);
@@ -151,10 +149,7 @@ static void probe_init(struct probe *p, const char *name)
 	atomic_init(&p->forces, 0);
 	tu_latch_init(&p->stop_entered, 1);
 	pthread_mutex_init(&p->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&p->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	tu_cond_init_monotonic(&p->cond);
 }
 
 static void probe_destroy(struct probe *p)

@@ -2,6 +2,7 @@
 #include "testutil.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,13 +46,8 @@ uint64_t tu_now_ns(void)
 
 void tu_latch_init(struct tu_latch *l, int count)
 {
-	pthread_condattr_t ca;
-
 	pthread_mutex_init(&l->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&l->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	tu_cond_init_monotonic(&l->cond);
 	l->count = count;
 }
 
@@ -102,13 +98,8 @@ int tu_latch_count(struct tu_latch *l)
 /* The latch's lock and clock; the tally counts up instead of down. */
 void tu_tally_init(struct tu_tally *t)
 {
-	pthread_condattr_t ca;
-
 	pthread_mutex_init(&t->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&t->cond, &ca);
-	pthread_condattr_destroy(&ca);
+	tu_cond_init_monotonic(&t->cond);
 	t->n = 0;
 }
 
@@ -152,4 +143,41 @@ bool tu_tally_wait(struct tu_tally *t, long n, uint64_t timeout_ns)
 	ok = t->n >= n;
 	pthread_mutex_unlock(&t->lock);
 	return ok;
+}
+
+void tu_cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t ca;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &ca);
+	pthread_condattr_destroy(&ca);
+}
+
+static atomic_int worker_failures;
+static atomic_int first_failed_line;
+
+void tu_expect_at(bool ok, int line)
+{
+	int none = 0;
+
+	if (ok)
+		return;
+	atomic_fetch_add(&worker_failures, 1);
+	atomic_compare_exchange_strong(&first_failed_line, &none, line);
+}
+
+void tu_assert_no_worker_failure(void)
+{
+	ck_assert_msg(atomic_load(&worker_failures) == 0,
+		      "%d check(s) failed on a worker, the first at line %d",
+		      atomic_load(&worker_failures),
+		      atomic_load(&first_failed_line));
+}
+
+void tu_reset_worker_failures(void)
+{
+	atomic_store(&worker_failures, 0);
+	atomic_store(&first_failed_line, 0);
 }

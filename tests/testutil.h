@@ -28,6 +28,20 @@ int tu_run(Suite *s);
 
 uint64_t tu_now_ns(void);
 
+/*
+ * Checks made on worker threads: a failed ck_assert there would end the
+ * test child abruptly, so workers record with TU_EXPECT and the test
+ * thread asserts with tu_assert_no_worker_failure().
+ */
+#define TU_EXPECT(cond) tu_expect_at((cond), __LINE__)
+void tu_expect_at(bool ok, int line);
+void tu_assert_no_worker_failure(void);
+/* For a checked fixture: with CK_FORK=no each test starts clean too. */
+void tu_reset_worker_failures(void);
+
+/* Initialises `cond` on CLOCK_MONOTONIC, the clock of tu_now_ns(). */
+void tu_cond_init_monotonic(pthread_cond_t *cond);
+
 /* A count-down latch. */
 struct tu_latch {
 	pthread_mutex_t lock;
