@@ -10,72 +10,20 @@
 set -u
 
 top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+. "$top_srcdir/tests/lib.sh"
 ex=$top_builddir/examples
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-examples.XXXXXX") || exit 1
-pids=
 
 cleanup() {
-	for p in $pids; do
-		kill -KILL "$p" 2>/dev/null
-	done
+	kill_servers
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
-
 step() {
 	echo "== $*"
-}
-
-# start LOG CMD...: runs a server in the background and waits, at most
-# 10 s, for its "listening on 127.0.0.1:PORT" line. Sets $pid, $port.
-start() {
-	log=$1
-	shift
-	"$@" >"$log" 2>&1 &
-	pid=$!
-	pids="$pids $pid"
-	i=0
-	while :; do
-		port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$log")
-		[ -n "$port" ] && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			cat "$log" >&2
-			if grep -q 'io_uring' "$log"; then
-				echo "SKIP: io_uring is not available" >&2
-				exit 77
-			fi
-			fail "$* exited before listening"
-		fi
-		i=$((i + 1))
-		[ $i -le 200 ] || fail "$* not listening after 10 s"
-		sleep 0.05
-	done
-}
-
-# stop LOG: SIGTERM, then at most 20 s for a clean exit with status 0.
-stop() {
-	kill -TERM "$pid"
-	i=0
-	while kill -0 "$pid" 2>/dev/null; do
-		i=$((i + 1))
-		if [ $i -gt 400 ]; then
-			kill -KILL "$pid"
-			fail "no graceful stop within 20 s"
-		fi
-		sleep 0.05
-	done
-	wait "$pid"
-	status=$?
-	cat "$1"
-	[ $status -eq 0 ] || fail "exit status $status after SIGTERM"
-	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean"
 }
 
 # The clients below need bash (/dev/tcp) and timeout(1). BYTES is a
@@ -156,7 +104,7 @@ cat "$tmp/journal.log"
 "$ex/journal" --verify -d "$tmp/journal" || fail "journal --verify"
 
 step "echo_server"
-start "$tmp/echo.log" "$ex/echo_server" --port 0 --workers 2
+start_server "$tmp/echo.log" "$ex/echo_server" --port 0 --workers 2
 if $have_bash; then
 	got=$(read_lines "$port" 1 'hello, aggring\n')
 	[ "$got" = "hello, aggring" ] || fail "echo: got '$got'"
@@ -165,11 +113,11 @@ if $have_bash; then
 else
 	echo "  (no bash: the echo itself is not checked)"
 fi
-stop "$tmp/echo.log"
+stop_server "$tmp/echo.log"
 
 step "ledger_server + ledger_load"
 data=$tmp/ledger
-start "$tmp/server1.log" "$ex/ledger_server" --port 0 --dir "$data" \
+start_server "$tmp/server1.log" "$ex/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64 --metrics-port 0 --watchdog-ms 1000
 mport=$(sed -n 's/^metrics on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
 	"$tmp/server1.log")
@@ -243,7 +191,7 @@ if $have_bash; then
 	got=$(status_of "$mport" 'GET /metrics HTTP/1.0\r\n\r\n')
 	[ "$got" = "HTTP/1.1 200 OK" ] || fail "/metrics: got '$got'"
 fi
-stop "$tmp/server1.log"
+stop_server "$tmp/server1.log"
 [ -n "${idle:-}" ] && kill "$idle" 2>/dev/null
 
 step "the journals hold exactly the acknowledged balances"
@@ -253,7 +201,7 @@ same_balances "$tmp/dump1" "$tmp/expected" || fail "journal != expected"
 
 step "a torn journal tail is cut off on restart"
 printf 'acct:1 +5 00' >>"$data/journal-1.log"
-start "$tmp/server2.log" "$ex/ledger_server" --port 0 --dir "$data" \
+start_server "$tmp/server2.log" "$ex/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64
 grep -q 'cut off' "$tmp/server2.log" || fail "torn tail not reported"
 events=$(sed -n 's/^ledger_server: \([0-9]*\) events journaled.*/\1/p' \
@@ -267,7 +215,7 @@ step "the restarted server serves the same balances, and goes on"
 "$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
 	--accounts 40 --pipeline 4 --seed 4 --expect-out "$tmp/expected2" ||
 	fail "ledger_load after restart"
-stop "$tmp/server2.log"
+stop_server "$tmp/server2.log"
 "$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump2" ||
 	fail "verify after restart"
 same_balances "$tmp/dump2" "$tmp/expected2" || fail "journal != expected"

@@ -11,55 +11,21 @@ if ! command -v redis-cli >/dev/null 2>&1; then
 fi
 
 top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+. "$top_srcdir/tests/lib.sh"
 server=$top_builddir/examples/ledger_server
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-redis-cli.XXXXXX") || exit 1
-pid=
 
 cleanup() {
-	[ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null
+	kill_servers
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-fail() {
-	echo "FAIL: $*" >&2
-	exit 1
-}
-
-# start LOG: the server on a free port, waiting at most 10 s for it.
+# start LOG: the server on a free port.
 start() {
-	"$server" --port 0 --dir "$tmp/data" --workers 2 >"$1" 2>&1 &
-	pid=$!
-	i=0
-	while :; do
-		port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$1")
-		[ -n "$port" ] && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			cat "$1" >&2
-			grep -q 'io_uring' "$1" && exit 77
-			fail "ledger_server exited before listening"
-		fi
-		i=$((i + 1))
-		[ $i -le 200 ] || fail "ledger_server not listening after 10 s"
-		sleep 0.05
-	done
-}
-
-# stop LOG: SIGTERM, then at most 20 s for a clean exit.
-stop() {
-	kill -TERM "$pid"
-	i=0
-	while kill -0 "$pid" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -le 400 ] || fail "no graceful stop within 20 s"
-		sleep 0.05
-	done
-	wait "$pid" || fail "ledger_server exited with status $?"
-	pid=
-	cat "$1"
-	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean"
+	start_server "$1" "$server" --port 0 --dir "$tmp/data" --workers 2
 }
 
 # expect WANT ARGS...: `redis-cli ARGS` prints WANT (an error reply
@@ -135,7 +101,7 @@ pipe_expect "$tmp/inline" 'errors: 1, replies: 3'
 expect 5000 GET bob
 
 echo "== a graceful stop, then a restart replays the journal"
-stop "$tmp/server1.log"
+stop_server "$tmp/server1.log"
 start "$tmp/server2.log"
 cat "$tmp/server2.log"
 grep -q 'replayed 1005 events' "$tmp/server2.log" ||
@@ -144,7 +110,7 @@ expect 70 GET alice
 expect 5000 GET bob
 expect '' GET nobody
 expect 5001 INCRBY bob 1
-stop "$tmp/server2.log"
+stop_server "$tmp/server2.log"
 "$server" --verify --dir "$tmp/data" --dump "$tmp/dump" || fail "verify"
 sort "$tmp/dump" | tr '\n' ' ' | grep -qx 'alice 70 bob 5001 ' ||
 	fail "journal holds: $(tr '\n' ' ' <"$tmp/dump")"
