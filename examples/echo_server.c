@@ -66,6 +66,7 @@ struct conn {
 	char buf[BUF_SIZE];
 };
 
+static void die(const char *what, int err) __attribute__((noreturn));
 static void die(const char *what, int err)
 {
 	fprintf(stderr, "echo_server: %s: %s\n", what, strerror(err));
@@ -309,6 +310,7 @@ static bool stop(struct server *srv)
 	return clean;
 }
 
+static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
 	fprintf(stderr, "usage: echo_server [--port P] [--workers N]\n");

@@ -84,6 +84,7 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void die(const char *what, int err) __attribute__((noreturn));
 static void die(const char *what, int err)
 {
 	fprintf(stderr, "journal: %s: %s\n", what, strerror(err < 0 ? -err : err));
@@ -297,14 +298,23 @@ static int verify(const char *dir)
 
 	if (!f)
 		die(path, errno);
+	/* write_acked() lists every id, in order from 0. */
 	while (fscanf(f, "%ld %ld", &id, &n) == 2) {
-		acked = realloc(acked, (size_t)(id + 1) * sizeof(long));
-		acked[id] = n;
-		ids = id + 1;
+		long *grown;
+
+		if (id != ids || n < 0)
+			die(path, EINVAL);
+		grown = realloc(acked, (size_t)(ids + 1) * sizeof(long));
+		if (!grown)
+			die("allocating acked", ENOMEM);
+		acked = grown;
+		acked[ids++] = n;
 	}
 	fclose(f);
 	free(path);
 	seen = calloc((size_t)ids + 1, sizeof(long));
+	if (!seen)
+		die("allocating seen", ENOMEM);
 	for (g = 0;; g++) {
 		char name[32], line[RECORD_MAX];
 		long seq;
@@ -438,6 +448,7 @@ static int run(struct app *app)
 	return atomic_load(&app->failed) ? 1 : 0;
 }
 
+static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
 	fprintf(stderr,

@@ -717,7 +717,7 @@ static void histo_add(struct histo *h, const char *line, uint64_t v)
 	if (!le || h->n == LE_MAX)
 		return;
 	le += 4;
-	h->le[h->n] = starts_with(le, "+Inf") ? INFINITY : strtod(le, NULL);
+	h->le[h->n] = starts_with(le, "+Inf") ? HUGE_VAL : strtod(le, NULL);
 	h->cum[h->n++] = v;
 }
 
@@ -758,7 +758,7 @@ static double histo_quantile_ms(const struct histo *h, double q)
 	for (i = 0; count > 0 && i < h->n; i++)
 		if ((double)h->cum[i] >= q * count)
 			return h->le[i] * 1e3;
-	return NAN;
+	return (double)NAN;
 }
 
 /* Fetches and prints the server's queue vs processing latency. */
@@ -801,6 +801,7 @@ static int report_server(int port)
 
 /* ---- options ---- */
 
+static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
 	fprintf(stderr,

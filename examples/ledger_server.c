@@ -381,8 +381,9 @@ static struct account *accounts_get(struct accounts *t, const char *key)
 	if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3)
 		accounts_grow(t);
 	slot = accounts_slot(t->slots, t->mask, key, h);
-	if (*slot)
-		return *slot;
+	a = *slot;
+	if (a)
+		return a;
 	a = xcalloc(1, sizeof(*a) + len + 1);
 	a->hash = h;
 	memcpy(a->key, key, len + 1);
@@ -854,8 +855,11 @@ static void conn_reply_error(struct conn *c, const char *msg)
 static void conn_reply_simple(struct conn *c, const char *s)
 {
 	char reply[64];
+	size_t n = resp_encode_simple(reply, sizeof(reply), s);
 
-	conn_reply(c, reply, resp_encode_simple(reply, sizeof(reply), s));
+	if (n > sizeof(reply)) /* none of ours is that long */
+		n = resp_encode_error(reply, sizeof(reply), "ERR reply too long");
+	conn_reply(c, reply, n);
 }
 
 /* Runs on the connection's worker: the request's reply is final. */
@@ -1676,7 +1680,7 @@ static void http_sent(int res, void *arg)
 static void http_respond(struct http_conn *h, int status)
 {
 	char head[HTTP_HEAD_MAX];
-	size_t body;
+	size_t body = 0;
 	int n;
 
 	if (status == 200 && http_render(h, &body) < 0)
@@ -2255,6 +2259,7 @@ static int serve(struct server *srv)
 
 /* ---- options ---- */
 
+static void usage(void) __attribute__((noreturn));
 static void usage(void)
 {
 	fprintf(stderr,
@@ -2297,6 +2302,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
+	long secs;
 	int ch;
 
 	/*
@@ -2316,7 +2322,8 @@ static void parse_options(int argc, char **argv, struct config *c)
 		case 'w': c->workers = (int)number(optarg, 1, 1024); break;
 		case 'g': c->groups = (int)number(optarg, 1, 1 << 20); break;
 		case 't':
-			c->shutdown_timeout = (double)number(optarg, 1, 3600);
+			secs = number(optarg, 1, 3600);
+			c->shutdown_timeout = (double)secs;
 			break;
 		case 'm':
 			c->metrics_port = (int)number(optarg, 0, 65535);
