@@ -288,7 +288,7 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 		if (handler_matches(&d->handlers[i], msg))
 			call_handler(ex, &d->handlers[i]);
 	g->worker->current_owner = NULL;
-	ex->flags &= ~EX_STARTING;
+	ex->flags &= ~(unsigned)EX_STARTING;
 	if (ex->pending > 0)
 		return false;
 	finish(g, ex);

@@ -27,9 +27,10 @@ static const char *level_name(agr_log_level level)
 		return "warning";
 	case AGR_LOG_INFO:
 		return "info";
-	default:
-		return "debug";
+	case AGR_LOG_DEBUG:
+		break;
 	}
+	return "debug"; /* also any level out of range: the least severe */
 }
 
 static void default_log(agr_log_level level, const char *msg, void *arg)

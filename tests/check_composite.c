@@ -231,9 +231,9 @@ struct seen {
 static int record_scheduler(agr_exchange *ex, void *arg)
 {
 	struct seen *s = arg;
+	agr_scheduler *sched = agr_worker_scheduler(agr_exchange_worker(ex));
 
-	atomic_store(&s->sched,
-		     (uintptr_t)agr_worker_scheduler(agr_exchange_worker(ex)));
+	atomic_store(&s->sched, (uintptr_t)sched);
 	atomic_fetch_add(&s->calls, 1);
 	return 0;
 }

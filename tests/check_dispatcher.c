@@ -285,7 +285,6 @@ static int pick_id(char *buf, size_t len, const char *prefix, int groups,
 			return g;
 	}
 	ck_abort_msg("no id of prefix %s fits", prefix);
-	return -1;
 }
 
 /* Polls `v` (1 ms apart, not a synchronisation) until it reaches `n`. */

@@ -383,20 +383,16 @@ struct run {
 
 static void op_done(int res, void *arg);
 
+/* The ops that agr_io has no function for: OP_NOP, OP_STATX, OP_FALLOCATE. */
 static void prep_raw(struct io_uring_sqe *sqe, const struct op *op, int fd)
 {
-	switch (op->kind) {
-	case OP_STATX:
+	if (op->kind == OP_STATX)
 		io_uring_prep_statx(sqe, fd, op->path, 0, STATX_SIZE, op->dst);
-		break;
-	case OP_FALLOCATE:
+	else if (op->kind == OP_FALLOCATE)
 		io_uring_prep_fallocate(sqe, fd, 0, (off_t)op->off,
 					(off_t)op->len);
-		break;
-	default:
+	else
 		io_uring_prep_nop(sqe);
-		break;
-	}
 }
 
 static int issue(agr_worker *w, const struct op *op, void *arg)
