@@ -5,12 +5,15 @@
  */
 #include "ring.h"
 
+#include "fault.h"
+
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef IORING_REGISTER_SEND_MSG_RING
@@ -115,7 +118,9 @@ int agr__ring_init(struct io_uring *ring, unsigned sq_entries,
 		memset(&p, 0, sizeof(p));
 		p.flags = setup_ladder[i] | IORING_SETUP_CQSIZE;
 		p.cq_entries = cq_entries;
-		ret = io_uring_queue_init_params(sq_entries, ring, &p);
+		ret = AGR__FAULT_OR(AGR_FAULT_RING_SETUP,
+				    io_uring_queue_init_params(sq_entries,
+							       ring, &p));
 		if (ret != -EINVAL)
 			break;
 	}
@@ -123,6 +128,11 @@ int agr__ring_init(struct io_uring *ring, unsigned sq_entries,
 		agr__ring_explain(ret, who);
 		return ret;
 	}
+	if (i > 0)
+		agr__log(AGR_LOG_INFO,
+			 "%s: io_uring_setup refused flags 0x%x (EINVAL); "
+			 "using the fallback flags 0x%x", who, setup_ladder[0],
+			 p.flags & ~IORING_SETUP_CQSIZE);
 	if (!msg_ring_supported(ring)) {
 		io_uring_queue_exit(ring);
 		agr__ring_explain(-EINVAL, who);
@@ -289,22 +299,85 @@ static int ring_msg(int target_fd, uint64_t ud)
 	return ret < 0 ? ret : 0;
 }
 
+/*
+ * A failed doorbell is a lost wake-up: the worker may sleep with work
+ * queued, and its groups would wait for good. So a full target CQ, a
+ * transient allocation failure, a busy kernel, and a ring that is not
+ * enabled yet are retried until the kernel takes the doorbell; errors
+ * that say the target is gone are not.
+ */
+#define DOORBELL_REPORT_NS (2ull * 1000000000u)
+#define DOORBELL_REPORT_MAX_NS (64ull * 1000000000u)
+
+static bool doorbell_retryable(int err)
+{
+	return err == -EOVERFLOW || err == -ENOMEM || err == -EAGAIN ||
+	       err == -EBUSY || err == -EBADFD || err == -EINTR;
+}
+
+/* Yields first, then sleeps 1 us, 2 us, ... up to about 1 ms. */
+static void doorbell_backoff(unsigned attempt)
+{
+	struct timespec ts = { 0, 0 };
+
+	if (attempt < 16) {
+		sched_yield();
+		return;
+	}
+	ts.tv_nsec = 1000L << (attempt - 16 < 10 ? attempt - 16 : 10);
+	nanosleep(&ts, NULL);
+}
+
+static int send_once(int target_fd, uint64_t ud)
+{
+	int res = 0;
+
+	if (!agr__fault(AGR_FAULT_DOORBELL, &res) &&
+	    !try_sync_msg(target_fd, ud, &res))
+		res = ring_msg(target_fd, ud);
+	return res;
+}
+
 int agr__msg_ring_from_thread(int target_fd, uint64_t ud)
 {
-	int attempt, res = 0;
+	uint64_t start = 0, report = 0, every = DOORBELL_REPORT_NS;
+	unsigned attempt;
+	int res, first = 0;
 
 	pthread_once(&sender_key_once, sender_key_create);
-	for (attempt = 0; attempt < 100; attempt++) {
-		if (!try_sync_msg(target_fd, ud, &res))
-			res = ring_msg(target_fd, ud);
-		/* A full target CQ or a transient allocation failure. */
-		if (res != -EOVERFLOW && res != -ENOMEM && res != -EAGAIN &&
-		    res != -EBUSY)
+	for (attempt = 1;; attempt++) {
+		res = send_once(target_fd, ud);
+		if (res == 0 || !doorbell_retryable(res))
 			break;
-		sched_yield();
+		if (!first) {
+			first = res;
+			start = agr__now_ns();
+			report = start + every;
+			agr__log(AGR_LOG_WARN,
+				 "doorbell to ring fd %d failed: %s; retrying",
+				 target_fd, strerror(-res));
+		} else if (agr__now_ns() >= report) {
+			agr__log(AGR_LOG_ERROR,
+				 "doorbell to ring fd %d still failing after "
+				 "%u attempts in %llu ms: %s; its worker cannot "
+				 "run new work until it is heard",
+				 target_fd, attempt,
+				 (unsigned long long)((agr__now_ns() - start) /
+						      1000000u),
+				 strerror(-res));
+			every = every * 2 < DOORBELL_REPORT_MAX_NS ?
+					every * 2 : DOORBELL_REPORT_MAX_NS;
+			report = agr__now_ns() + every;
+		}
+		doorbell_backoff(attempt);
 	}
 	if (res < 0)
 		agr__log(AGR_LOG_ERROR, "doorbell to ring fd %d failed: %s",
 			 target_fd, strerror(-res));
+	else if (first)
+		agr__log(AGR_LOG_INFO,
+			 "doorbell to ring fd %d delivered after %u attempts "
+			 "(first error: %s)", target_fd, attempt,
+			 strerror(-first));
 	return res;
 }

@@ -5,6 +5,8 @@
  */
 #include "scheduler.h"
 
+#include "fault.h"
+
 #include <aggring/metrics.h>
 
 #include <sched.h>
@@ -203,7 +205,9 @@ static int start_threads(struct agr_scheduler *s)
 		pthread_mutex_lock(&s->lock);
 		s->live++;
 		pthread_mutex_unlock(&s->lock);
-		ret = -pthread_create(&w->thread, NULL, agr__worker_main, w);
+		ret = AGR__FAULT_OR(AGR_FAULT_THREAD_CREATE,
+				    -pthread_create(&w->thread, NULL,
+						    agr__worker_main, w));
 		if (ret) {
 			agr__log(AGR_LOG_ERROR,
 				 "%s: cannot create worker thread %d: %s",

@@ -9,6 +9,7 @@
  */
 #include "worker.h"
 
+#include "fault.h"
 #include "ring.h"
 #include "scheduler.h"
 
@@ -21,6 +22,7 @@
 #define INBOX_BATCH 256 /* items run between two looks at the ring */
 #define WORKER_SQ_ENTRIES 256
 #define WORKER_CQ_ENTRIES 4096
+#define SQ_FLUSH_TRIES 4 /* without SUBMIT_ALL a submit may stop early */
 
 _Thread_local struct agr_worker *agr__current_worker;
 atomic_bool agr__watchdog_on;
@@ -53,40 +55,43 @@ AGR_API bool agr_worker_interrupted(void)
 					 memory_order_acquire);
 }
 
+static struct io_uring_sqe *get_sqe(struct agr_worker *w);
+
 /* ---- doorbell ---- */
+
+/*
+ * Rings `target` now, retrying transient errors until it is heard. If
+ * it fails for good (the target is gone), the bell is armed again so
+ * that the next producer rings instead of assuming one is on its way.
+ */
+static void ring_from_thread(struct agr_worker *target)
+{
+	if (agr__msg_ring_from_thread(target->ring_fd, AGR__UD_BELL) < 0)
+		atomic_store(&target->bell, AGR__BELL_ARMED);
+}
 
 static void send_doorbell(struct agr_worker *target)
 {
 	struct agr_worker *self = agr__current_worker;
-	struct io_uring_sqe *sqe;
+	struct io_uring_sqe *sqe = NULL;
 
-	if (!self || self->closing) {
-		agr__msg_ring_from_thread(target->ring_fd, AGR__UD_BELL);
-		return;
-	}
-	/* From a worker the doorbell is an SQE on its own ring. */
-	sqe = io_uring_get_sqe(&self->ring);
+	/*
+	 * A peer of the same scheduler is joined with us, so its doorbell
+	 * can be an SQE that rides our next submit, and a failure CQE can
+	 * still reach the peer. Another scheduler may free its workers once
+	 * its gate drains, so its doorbell is sent, and retried, now.
+	 */
+	if (self && !self->closing && target->sched == self->sched)
+		sqe = get_sqe(self);
 	if (!sqe) {
-		agr__bump(&self->stats.sq_full);
-		agr__worker_flush(self);
-		sqe = io_uring_get_sqe(&self->ring);
-	}
-	if (!sqe) {
-		agr__msg_ring_from_thread(target->ring_fd, AGR__UD_BELL);
+		ring_from_thread(target);
 		return;
 	}
 	io_uring_prep_msg_ring(sqe, target->ring_fd, 0, AGR__UD_BELL, 0);
 	io_uring_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS);
+	agr__fault_doorbell_sqe(sqe);
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)target |
 					     AGR__UD_MSG_TAG);
-	/*
-	 * A peer of the same scheduler is joined with us, so the doorbell
-	 * can ride our next submit. Another scheduler may close its rings
-	 * once its gate drains, so its doorbell must leave now, while our
-	 * caller is still inside that gate.
-	 */
-	if (target->sched != self->sched)
-		agr__worker_flush(self);
 }
 
 void agr__worker_wake(struct agr_worker *w)
@@ -167,6 +172,20 @@ void agr__worker_flush(struct agr_worker *w)
 			 w->thread_name, strerror(-ret));
 }
 
+/* An SQE of w's ring; a full SQ is handed to the kernel first. */
+static struct io_uring_sqe *get_sqe(struct agr_worker *w)
+{
+	struct io_uring_sqe *sqe = agr__get_sqe(&w->ring);
+	int tries;
+
+	for (tries = 0; !sqe && tries < SQ_FLUSH_TRIES; tries++) {
+		agr__bump(&w->stats.sq_full);
+		agr__worker_flush(w);
+		sqe = agr__get_sqe(&w->ring);
+	}
+	return sqe;
+}
+
 int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		    struct io_uring_sqe **sqe_out, struct agr__op **op_out)
 {
@@ -177,14 +196,9 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		return -EINVAL;
 	if (w->closing)
 		return -ESHUTDOWN;
-	sqe = io_uring_get_sqe(&w->ring);
-	if (!sqe) {
-		agr__bump(&w->stats.sq_full);
-		agr__worker_flush(w); /* SQ full: hand it over, retry */
-		sqe = io_uring_get_sqe(&w->ring);
-		if (!sqe)
-			return -EBUSY;
-	}
+	sqe = get_sqe(w);
+	if (!sqe)
+		return -EBUSY;
 	op = op_alloc(w);
 	if (!op) {
 		/* Turn the taken SQE into a harmless no-op. */
@@ -285,13 +299,13 @@ static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 
 		agr__log(AGR_LOG_WARN, "%s: doorbell to %s failed: %s",
 			 w->thread_name, target->thread_name, strerror(-res));
-		/* Same scheduler: still alive, so ring again. */
-		if (target->sched == w->sched && !w->closing)
-			agr__msg_ring_from_thread(target->ring_fd,
-						  AGR__UD_BELL);
+		/* A peer (see send_doorbell): its ring is open until ours is. */
+		if (target->sched == w->sched && !atomic_load(&target->exited))
+			ring_from_thread(target);
 		return;
 	}
 	op = (struct agr__op *)(uintptr_t)ud;
+	agr__fault_io(&res);
 	/* Its last CQE: no longer in flight, not even for its callback. */
 	if (!(flags & IORING_CQE_F_MORE))
 		op_untrack(w, op);
@@ -431,13 +445,8 @@ static void poll_kernel(struct agr_worker *w)
 
 struct io_uring_sqe *agr__worker_cancel_sqe(struct agr_worker *w)
 {
-	struct io_uring_sqe *sqe = io_uring_get_sqe(&w->ring);
+	struct io_uring_sqe *sqe = get_sqe(w);
 
-	if (!sqe) {
-		agr__bump(&w->stats.sq_full);
-		agr__worker_flush(w);
-		sqe = io_uring_get_sqe(&w->ring);
-	}
 	if (sqe)
 		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
 	return sqe;
@@ -525,6 +534,7 @@ static void worker_loop(struct agr_worker *w)
 	}
 	w->closing = true;
 	agr__worker_flush(w); /* doorbells to peers still queued */
+	reap(w); /* a doorbell that failed at once is sent again */
 }
 
 static void set_thread_name(struct agr_worker *w)

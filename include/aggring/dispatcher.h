@@ -148,8 +148,10 @@ AGR_API int agr_dispatcher_start(agr_dispatcher *d);
  * callback will run exactly once), -EINVAL (NULL message or aggregate
  * id, or a custom group key out of range), -ESHUTDOWN (quiesced or
  * stopped, or the scheduler is disposed: not admitted, the callback will
- * never run), -EAGAIN (the group holds queue_limit messages). Lock-free;
- * callable from any thread, including handlers of other dispatchers.
+ * never run), -EAGAIN (the group holds queue_limit messages). Lock-free
+ * (it waits only while the kernel refuses a worker's doorbell, retried
+ * with backoff); callable from any thread, including handlers of other
+ * dispatchers.
  */
 AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg);
 

@@ -22,10 +22,12 @@
  *   their callbacks see -ECANCELED (or their real result if they had
  *   finished), before the worker thread ends.
  * - A full submission queue is flushed to the kernel and the call
- *   retried; it is not reported to the caller.
+ *   retried, up to four times; only a queue still full after that is
+ *   reported, as -EBUSY.
  *
  * Errors of every call: -EINVAL (NULL worker or cb, or not called on
- * that worker), -ESHUTDOWN (the worker is tearing down), -ENOMEM.
+ * that worker), -ESHUTDOWN (the worker is tearing down), -ENOMEM,
+ * -EBUSY (the submission queue stayed full).
  */
 #ifndef AGGRING_IO_H
 #define AGGRING_IO_H
