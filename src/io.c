@@ -4,6 +4,7 @@
  * worker's ring. Each call prepares one SQE through agr__worker_sqe(),
  * which checks the thread, tracks the operation and routes its CQE.
  */
+#include "vg.h"
 #include "worker.h"
 
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
@@ -18,8 +19,10 @@ AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,
 	struct io_uring_sqe *sqe;
 	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
 
-	if (ret == 0)
+	if (ret == 0) {
 		io_uring_prep_read(sqe, fd, buf, len, offset);
+		agr__vg_kernel_writes(buf, len);
+	}
 	return ret;
 }
 
@@ -42,8 +45,10 @@ AGR_API int agr_io_readv(agr_worker *w, int fd, const struct iovec *iov,
 	struct io_uring_sqe *sqe;
 	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
 
-	if (ret == 0)
+	if (ret == 0) {
 		io_uring_prep_readv(sqe, fd, iov, iovcnt, offset);
+		agr__vg_kernel_writes_iov(iov, iovcnt);
+	}
 	return ret;
 }
 
@@ -103,8 +108,11 @@ AGR_API int agr_io_accept(agr_worker *w, int fd, struct sockaddr *addr,
 	struct io_uring_sqe *sqe;
 	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
 
-	if (ret == 0)
+	if (ret == 0) {
 		io_uring_prep_accept(sqe, fd, addr, addrlen, flags);
+		if (addrlen)
+			agr__vg_kernel_writes(addr, *addrlen);
+	}
 	return ret;
 }
 
@@ -140,8 +148,10 @@ AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
 	struct io_uring_sqe *sqe;
 	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
 
-	if (ret == 0)
+	if (ret == 0) {
 		io_uring_prep_recv(sqe, fd, buf, len, flags);
+		agr__vg_kernel_writes(buf, len);
+	}
 	return ret;
 }
 

@@ -12,6 +12,7 @@
 #include "fault.h"
 #include "ring.h"
 #include "scheduler.h"
+#include "wait.h"
 
 #include <sched.h>
 #include <stdio.h>
@@ -424,7 +425,7 @@ static void sleep_in_kernel(struct agr_worker *w)
 		return;
 	}
 	slept_at = agr__now_ns();
-	ret = io_uring_submit_and_wait(&w->ring, 1);
+	ret = agr__ring_wait(&w->ring);
 	agr__bump_by(&w->stats.blocked_ns, agr__now_ns() - slept_at);
 	if (ret < 0 && ret != -EINTR && ret != -ETIME && ret != -EBUSY &&
 	    ret != -EAGAIN)
@@ -493,7 +494,7 @@ static void tear_down(struct agr_worker *w)
 	drop_inbox(w);
 	while (w->inflight > 0) {
 		cancel_inflight(w);
-		io_uring_submit_and_wait(&w->ring, 1);
+		agr__ring_wait(&w->ring);
 		reap(w);
 	}
 	drop_inbox(w);
@@ -573,6 +574,7 @@ void *agr__worker_main(void *arg)
 	atomic_store_explicit(&w->exited_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	free_op_pool(w);
+	agr__ring_wait_exit();
 	agr__current_worker = NULL;
 	/* What was pushed after our last look is adopted, by us or them. */
 	atomic_store(&w->exited, true);
