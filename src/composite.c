@@ -8,6 +8,7 @@
  * own stops leave the scheduler running; the composite alone stops the
  * supplier, after both children, and only when it owns it.
  */
+#include "handle.h"
 #include "internal.h"
 
 #include <stdio.h>
@@ -38,6 +39,7 @@ struct agr_composite {
 	agr_composite_step_fn on_step;
 	void *step_arg;
 	atomic_bool force_requested;
+	agr__magic magic; /* handle.h */
 };
 
 static void trace(const struct agr_composite *c, const char *step)
@@ -138,6 +140,7 @@ AGR_API int agr_composite_new(const agr_composite_options *o,
 	c->owns_supplier = o->owns_supplier;
 	c->on_step = o->on_step;
 	c->step_arg = o->step_arg;
+	agr__handle_claim(&c->magic, AGR__H_COMPOSITE);
 	*out = c;
 	return 0;
 }
@@ -235,6 +238,8 @@ AGR_API int agr_composite_force_stop(agr_composite *c)
 AGR_API void agr_composite_free(agr_composite *c)
 {
 	if (!c)
+		return;
+	if (!agr__handle_retire(&c->magic, AGR__H_COMPOSITE, __func__, c))
 		return;
 	/* The children first: they wait for their messages on the workers. */
 	free_children(c);

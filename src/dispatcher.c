@@ -17,6 +17,7 @@
  * then waits for `active` to reach zero.
  */
 #include "dispatcher.h"
+#include "handle.h"
 #include "histogram.h"
 #include "scheduler.h"
 
@@ -97,6 +98,7 @@ struct agr_dispatcher {
 	AGR__ALIGNED_CACHELINE atomic_long active;
 	atomic_bool started;
 	atomic_bool forced;
+	agr__magic magic; /* handle.h */
 
 	AGR__ALIGNED_CACHELINE char *name;
 	char *context_name, *aggregate_name;
@@ -603,6 +605,7 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	d->lifecycle = D_NEW;
 	init_groups(d);
 	init_sweeps(d);
+	agr__handle_claim(&d->magic, AGR__H_DISPATCHER);
 	*out = d;
 	return 0;
 }
@@ -986,6 +989,8 @@ AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d)
 AGR_API void agr_dispatcher_free(agr_dispatcher *d)
 {
 	if (!d)
+		return;
+	if (!agr__handle_retire(&d->magic, AGR__H_DISPATCHER, __func__, d))
 		return;
 	if (atomic_load(&d->active) > 0 ||
 	    !agr__gate_closed(&d->gate))

@@ -23,6 +23,7 @@
  * agr_runtime_force_stop().
  */
 #include "dispatcher.h"
+#include "handle.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -84,6 +85,7 @@ struct agr_runtime {
 	uint64_t closed_ns, quiesced_ns, drained_ns, finished_ns;
 	int first_error;
 	int result;
+	agr__magic magic; /* handle.h */
 };
 
 static uint64_t time_left(uint64_t deadline)
@@ -232,6 +234,7 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
 	rt->state = AGR_RUNTIME_RUNNING;
 	pthread_mutex_init(&rt->lock, NULL);
 	agr__cond_init_monotonic(&rt->cond);
+	agr__handle_claim(&rt->magic, AGR__H_RUNTIME);
 	*out = rt;
 	return 0;
 }
@@ -987,6 +990,8 @@ AGR_API void agr_runtime_free(agr_runtime *rt)
 	size_t i;
 
 	if (!rt)
+		return;
+	if (!agr__handle_retire(&rt->magic, AGR__H_RUNTIME, __func__, rt))
 		return;
 	agr_runtime_force_stop(rt); /* a no-op once the stop has a result */
 	pthread_mutex_lock(&rt->lock);

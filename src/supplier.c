@@ -3,6 +3,7 @@
  * supplier.c - caches one scheduler per named aggregate and owns their
  * lifecycle (the reference's AggregateSchedulerSupplier).
  */
+#include "handle.h"
 #include "scheduler.h"
 
 #include <stdlib.h>
@@ -29,6 +30,7 @@ struct agr_supplier {
 	struct entry *entries;
 	int size;
 	bool stopping;
+	agr__magic magic; /* handle.h */
 };
 
 AGR_API int agr_supplier_new(const char *name, int parallelism,
@@ -54,6 +56,7 @@ AGR_API int agr_supplier_new(const char *name, int parallelism,
 	}
 	sup->parallelism = resolved;
 	pthread_mutex_init(&sup->lock, NULL);
+	agr__handle_claim(&sup->magic, AGR__H_SUPPLIER);
 	*out = sup;
 	return 0;
 }
@@ -72,6 +75,7 @@ AGR_API int agr_supplier_borrow(agr_supplier *owner, agr_supplier **out)
 	view->owner = owner;
 	view->name = owner->name;
 	view->parallelism = owner->parallelism;
+	agr__handle_claim(&view->magic, AGR__H_SUPPLIER);
 	*out = view;
 	return 0;
 }
@@ -229,6 +233,8 @@ AGR_API void agr_supplier_free(agr_supplier *sup)
 	struct entry *e;
 
 	if (!sup)
+		return;
+	if (!agr__handle_retire(&sup->magic, AGR__H_SUPPLIER, __func__, sup))
 		return;
 	if (sup->owner) {
 		free(sup);
