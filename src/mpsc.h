@@ -40,7 +40,12 @@ static inline void agr__mpsc_push(struct agr__mpsc *q,
 	struct agr__mpsc_node *prev;
 
 	atomic_store_explicit(&n->next, NULL, memory_order_relaxed);
-	prev = atomic_exchange_explicit(&q->head, n, memory_order_acq_rel);
+	/*
+	 * seq_cst: a producer that then looks at a sleep flag (a doorbell)
+	 * and a consumer that sets that flag and then looks at the queue
+	 * must not both miss. On x86 it is the same instruction.
+	 */
+	prev = atomic_exchange_explicit(&q->head, n, memory_order_seq_cst);
 	atomic_store_explicit(&prev->next, n, memory_order_release);
 }
 

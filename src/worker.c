@@ -24,6 +24,13 @@
 #define WORKER_SQ_ENTRIES 256
 #define WORKER_CQ_ENTRIES 4096
 #define SQ_FLUSH_TRIES 4 /* without SUBMIT_ALL a submit may stop early */
+/*
+ * How long an idle worker watches its inbox before it arms the doorbell
+ * and sleeps: less than a doorbell and a wake-up cost, so a producer
+ * sending steadily rarely pays a syscall, while an idle worker burns
+ * little and, on a small machine, does not keep a core from others.
+ */
+#define IDLE_SPIN_NS 1000
 
 _Thread_local struct agr_worker *agr__current_worker;
 atomic_bool agr__watchdog_on;
@@ -97,6 +104,13 @@ static void send_doorbell(struct agr_worker *target)
 
 void agr__worker_wake(struct agr_worker *w)
 {
+	/*
+	 * An awake worker keeps its bell rung: a load then suffices, and
+	 * the line stays shared instead of bouncing on every post.
+	 */
+	if (atomic_load_explicit(&w->bell, memory_order_seq_cst) ==
+	    AGR__BELL_RUNG)
+		return;
 	if (atomic_exchange_explicit(&w->bell, AGR__BELL_RUNG,
 				     memory_order_seq_cst) == AGR__BELL_ARMED)
 		send_doorbell(w);
@@ -435,6 +449,27 @@ static void sleep_in_kernel(struct agr_worker *w)
 	atomic_store_explicit(&w->bell, AGR__BELL_RUNG, memory_order_seq_cst);
 }
 
+/*
+ * Watches for work for up to IDLE_SPIN_NS before sleeping; true if work
+ * (or a stop) showed up. The bell stays rung meanwhile, so producers
+ * push without ringing. Completions of I/O need a trip to the kernel to
+ * show (DEFER_TASKRUN), so they wait for the sleep, at most this long.
+ */
+static bool spin_for_work(struct agr_worker *w)
+{
+	uint64_t deadline = agr__now_ns() + IDLE_SPIN_NS;
+	unsigned i;
+
+	for (i = 1;; i++) {
+		if (must_wake(w) || io_uring_cq_ready(&w->ring))
+			return true;
+		/* A pause takes tens of ns: look at the clock now and then. */
+		if (!(i & 3) && agr__now_ns() >= deadline)
+			return false;
+		agr__cpu_relax();
+	}
+}
+
 /* Lets completions that arrived (DEFER_TASKRUN needs an enter) show. */
 static void poll_kernel(struct agr_worker *w)
 {
@@ -530,7 +565,7 @@ static void worker_loop(struct agr_worker *w)
 			break;
 		if (more)
 			poll_kernel(w);
-		else
+		else if (!spin_for_work(w))
 			sleep_in_kernel(w);
 	}
 	w->closing = true;

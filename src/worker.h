@@ -79,8 +79,14 @@ struct agr__running {
 struct agr_worker {
 	/* Written by producers. */
 	AGR__ALIGNED_CACHELINE struct agr__mpsc inbox;
+	/* Written when the worker goes to sleep and when it is rung. */
 	AGR__ALIGNED_CACHELINE atomic_int bell;
-	atomic_bool stop_requested; /* graceful: drain, then leave */
+	/*
+	 * Read on every post and every loop turn, written once or twice:
+	 * a line of their own, so that reading them never misses.
+	 */
+	AGR__ALIGNED_CACHELINE atomic_bool stop_requested; /* graceful: drain,
+								* then leave */
 	atomic_bool force;	    /* immediate: drop, cancel, leave */
 	atomic_bool interrupted;    /* polled by a running task */
 	/*
