@@ -1,77 +1,108 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench/dispatch - no-op dispatch throughput from one producer thread:
- * aggring with single sends, aggring with batched sends, and the
- * hand-rolled pthread pool peer (bench/peer_pthread.c), alternating in
- * one run so that drift hits every engine alike.
+ * aggring with single sends, aggring with batched sends
+ * (agr_dispatcher_send_batch) and every peer of bench/peer.h, with the
+ * same groups and workers, alternating engines within each round so
+ * that drift on a shared machine hits every engine alike.
  *
- *   dispatch [-n MESSAGES] [-i IDS] [-r RUNS] [-b BATCH]
+ *   dispatch [-n MESSAGES] [-s MESSAGES] [-i IDS] [-r RUNS] [-b BATCH]
+ *            [-w WORKERS] [-p PEERS] [-q] [-o DIR]
  *
- * Every run checks per-id order and exactly-once completion and refuses
- * to report a run that broke either. Prints, per engine, the median,
- * min and max of RUNS runs in M msg/s and the spread ((max - min) /
- * median), then the ratios. Absolute numbers drift on shared machines;
- * the ratios are the result.
+ * Two variants: -n messages (default 2,000,000: the producer outruns
+ * the workers, so activations drain many messages) and -s messages
+ * (default 200,000: the workers keep up, so the cost of an activation
+ * shows). Each run goes from the first send to the last completion;
+ * the harness checks per-id order and exactly-once completion and
+ * refuses to report a run that broke either. Prints the median, min and
+ * max of RUNS runs per engine and the ratios the issue's targets are
+ * about: aggring single / best peer >= 0.9, aggring batch / best peer
+ * >= 1.0, spread < 30%.
  */
-#ifndef _GNU_SOURCE
-#define _GNU_SOURCE
-#endif
+#include "config.h"
+
 #include <errno.h>
-#include <getopt.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <aggring.h>
 
-#include "peer_pthread.h"
+#include "harness.h"
+#include "peer.h"
+
+#define WORKLOAD "dispatch"
+#define MAX_BATCH 256
+
+static const char usage[] =
+	"usage: dispatch [-n MESSAGES] [-s MESSAGES] [-i IDS] [-r RUNS] "
+	"[-b BATCH] [-w WORKERS] [-p PEERS] [-q] [-o DIR]\n"
+	"  -n  messages of the large variant (default 2000000)\n"
+	"  -s  messages of the small variant (default 200000; 0: skip)\n"
+	"  -i  distinct ids (default 10000)\n"
+	"  -r  runs per engine (default 5)\n"
+	"  -b  batch size of aggring's batched sends (default 64)\n"
+	"  -w  workers (default: online CPUs)\n"
+	"  -p  comma-separated peers to compare (default: all)\n"
+	"  -q  quick smoke run: -n 200000 -s 20000 -r 3\n"
+	"  -o  write DIR/dispatch.csv";
 
 /* One message, as each engine sees it. */
 struct item {
-	agr_message msg;
 	struct peer_msg peer;
 	int id;
 	int seq; /* per id, from 0 */
+	agr_message msg;
 };
 
-struct run {
+struct config {
 	long n;
-	atomic_long completed;
-	atomic_long broken; /* out of order or completed twice */
-	int *next_seq;	    /* per id; touched only by the id's group */
-	pthread_mutex_t lock;
-	pthread_cond_t done;
+	int ids, workers, groups, batch;
 };
 
-enum engine { AGR_SINGLE, AGR_BATCH, PTHREAD_POOL, ENGINES };
+enum { AGR_SINGLE, AGR_BATCH, FIRST_PEER };
 
-static const char *const engine_names[ENGINES] = { "aggring", "aggring-64",
-						   "pthread" };
+/* Engine e: the two aggring modes, then peers[e - FIRST_PEER]. */
+static int nengines;
 
-static uint64_t now_ns(void)
+/* The peers to run: all of peer_engines[], or those -p names. */
+static const struct peer_engine *peers[16];
+static int npeers;
+
+static void select_peers(const char *list)
 {
-	struct timespec ts;
+	const struct peer_engine *const *pe;
+	size_t len;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
+	for (pe = peer_engines; *pe && npeers < 16; pe++) {
+		len = strlen((*pe)->name);
+		if (list) {
+			const char *at = strstr(list, (*pe)->name);
 
-/* The handler of every engine: checks order, counts the completion. */
-static void handle(struct run *r, struct item *it)
-{
-	if (r->next_seq[it->id] != it->seq)
-		atomic_fetch_add_explicit(&r->broken, 1, memory_order_relaxed);
-	r->next_seq[it->id] = it->seq + 1;
-	if (atomic_fetch_add_explicit(&r->completed, 1,
-				      memory_order_relaxed) + 1 == r->n) {
-		pthread_mutex_lock(&r->lock);
-		pthread_cond_broadcast(&r->done);
-		pthread_mutex_unlock(&r->lock);
+			while (at && !((at == list || at[-1] == ',') &&
+				       (at[len] == ',' || !at[len])))
+				at = strstr(at + 1, (*pe)->name);
+			if (!at)
+				continue;
+		}
+		peers[npeers++] = *pe;
 	}
+	if (list && !npeers) {
+		fprintf(stderr, "no peer called %s in this build\n%s\n", list,
+			usage);
+		exit(2);
+	}
+}
+static char batch_name[32];
+
+static const char *engine_name(int e)
+{
+	if (e == AGR_SINGLE)
+		return "aggring";
+	if (e == AGR_BATCH)
+		return batch_name;
+	return peers[e - FIRST_PEER]->name;
 }
 
 static int agr_noop(agr_exchange *ex, void *arg)
@@ -83,61 +114,87 @@ static int agr_noop(agr_exchange *ex, void *arg)
 
 static void agr_completed(agr_message *msg, int status, void *arg)
 {
+	struct item *it = msg->user;
+
 	if (status != 0) {
-		fprintf(stderr, "dispatch: message failed: %d\n", status);
+		fprintf(stderr, WORKLOAD ": message failed: %s\n",
+			agr_strerror(status));
 		exit(1);
 	}
-	handle(arg, msg->user);
+	bench_order_see(arg, it->id, it->seq);
 }
 
-static void peer_handle(struct peer_msg *msg, void *arg)
+static void peer_handle(struct peer_msg **msgs, int n, void *arg)
 {
-	handle(arg, msg->user);
+	struct item *it;
+	int i;
+
+	for (i = 0; i < n; i++) {
+		it = msgs[i]->user;
+		bench_order_see(arg, it->id, it->seq);
+	}
 }
 
-static agr_dispatcher *make_dispatcher(struct run *r)
+/* groups 0: aggring's default parallelism. */
+static agr_dispatcher *make_dispatcher(int workers, int groups,
+				       struct bench_order *o)
 {
-	agr_dispatcher_options o = {
+	agr_dispatcher_options opt = {
 		.name = "bench",
 		.named_aggregate = { "bench", "Order" },
+		.parallelism = groups,
 		.owns_supplier = true,
 		.on_complete = agr_completed,
-		.complete_arg = r,
+		.complete_arg = o,
 	};
-	agr_dispatcher *d;
+	agr_dispatcher *d = NULL;
 	agr_supplier *sup;
 	int ret;
 
-	ret = agr_supplier_new("bench", 0, &sup);
+	ret = agr_supplier_new("bench", workers, &sup);
 	if (!ret) {
-		o.supplier = sup;
-		ret = agr_dispatcher_new(&o, &d);
+		opt.supplier = sup;
+		ret = agr_dispatcher_new(&opt, &d);
+		if (ret)
+			agr_supplier_free(sup);
 	}
 	if (!ret)
 		ret = agr_dispatcher_register(d, NULL, agr_noop, NULL);
 	if (!ret)
 		ret = agr_dispatcher_start(d);
 	if (ret) {
-		fprintf(stderr, "dispatch: setup failed: %s\n",
+		fprintf(stderr, WORKLOAD ": aggring setup failed: %s\n",
 			agr_strerror(ret));
 		exit(ret == -ENOSYS || ret == -EPERM ? 77 : 1);
 	}
 	return d;
 }
 
+static void free_dispatcher(agr_dispatcher *d)
+{
+	int ret = agr_dispatcher_stop_gracefully(d, 60ull * 1000000000ull);
+
+	if (ret) {
+		fprintf(stderr, WORKLOAD ": stop: %s\n", agr_strerror(ret));
+		exit(1);
+	}
+	agr_dispatcher_free(d);
+}
+
 static void send_agr(agr_dispatcher *d, struct item *items, long n,
 		     int batch)
 {
-	agr_message *ptrs[256];
+	agr_message *ptrs[MAX_BATCH];
 	long i;
 	int k;
 
-	for (i = 0; i < n; i += batch) {
-		if (batch == 1) {
+	if (batch == 1) {
+		for (i = 0; i < n; i++)
 			if (agr_dispatcher_send(d, &items[i].msg) != 0)
 				exit(1);
-			continue;
-		}
+		return;
+	}
+	for (i = 0; i < n; i += k) {
 		for (k = 0; k < batch && i + k < n; k++)
 			ptrs[k] = &items[i + k].msg;
 		if (agr_dispatcher_send_batch(d, ptrs, (size_t)k, NULL) != 0)
@@ -145,82 +202,46 @@ static void send_agr(agr_dispatcher *d, struct item *items, long n,
 	}
 }
 
-static void wait_all(struct run *r)
+/* One run of engine e: M msg/s from the first send to the last completion. */
+static double run_once(int e, struct item *items, const struct config *c)
 {
-	pthread_mutex_lock(&r->lock);
-	while (atomic_load(&r->completed) < r->n)
-		pthread_cond_wait(&r->done, &r->lock);
-	pthread_mutex_unlock(&r->lock);
-}
-
-/* One run: M msg/s from the first send to the last completion. */
-static double run_once(enum engine e, struct item *items, long n, int ids,
-		       int batch)
-{
-	int workers = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	struct run r = { .n = n };
-	struct peer_pool *pool = NULL;
+	const struct peer_engine *pe = NULL;
+	struct bench_order o;
 	agr_dispatcher *d = NULL;
+	struct peer *p = NULL;
 	uint64_t t0, t1;
 	long i;
 
-	r.next_seq = calloc((size_t)ids, sizeof(int));
-	pthread_mutex_init(&r.lock, NULL);
-	pthread_cond_init(&r.done, NULL);
-	for (i = 0; i < n; i++)
+	bench_order_init(&o, c->ids, c->n);
+	for (i = 0; i < c->n; i++)
 		memset(&items[i].msg.internal_, 0,
 		       sizeof(items[i].msg.internal_));
-	if (e == PTHREAD_POOL)
-		pool = peer_pool_new(workers, 64 * workers, peer_handle, &r);
-	else
-		d = make_dispatcher(&r);
-	t0 = now_ns();
-	if (e == PTHREAD_POOL)
-		for (i = 0; i < n; i++)
-			peer_pool_send(pool, &items[i].peer);
-	else
-		send_agr(d, items, n, e == AGR_BATCH ? batch : 1);
-	wait_all(&r);
-	t1 = now_ns();
-	if (pool)
-		peer_pool_free(pool);
-	if (d) {
-		agr_dispatcher_stop_gracefully(d, 60ull * 1000000000ull);
-		agr_dispatcher_free(d);
+	if (e >= FIRST_PEER) {
+		pe = peers[e - FIRST_PEER];
+		p = pe->create(c->workers, c->groups, peer_handle, &o);
+		if (!p) {
+			fprintf(stderr, WORKLOAD ": %s: create failed\n",
+				pe->name);
+			exit(1);
+		}
+	} else {
+		d = make_dispatcher(c->workers, c->groups, &o);
 	}
-	if (atomic_load(&r.broken) || atomic_load(&r.completed) != n) {
-		fprintf(stderr, "dispatch: %s broke per-id order or "
-			"exactly-once completion; no result reported\n",
-			engine_names[e]);
-		exit(1);
-	}
-	free(r.next_seq);
-	pthread_cond_destroy(&r.done);
-	pthread_mutex_destroy(&r.lock);
-	return (double)n / ((double)(t1 - t0) / 1e9) / 1e6;
-}
-
-static int cmp_double(const void *a, const void *b)
-{
-	double x = *(const double *)a, y = *(const double *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-struct summary {
-	double median, min, max, spread;
-};
-
-static struct summary summarize(double *v, int runs)
-{
-	struct summary s;
-
-	qsort(v, (size_t)runs, sizeof(*v), cmp_double);
-	s.median = runs % 2 ? v[runs / 2] : (v[runs / 2 - 1] + v[runs / 2]) / 2;
-	s.min = v[0];
-	s.max = v[runs - 1];
-	s.spread = (s.max - s.min) / s.median;
-	return s;
+	t0 = bench_now_ns();
+	if (pe)
+		for (i = 0; i < c->n; i++)
+			pe->send(p, &items[i].peer);
+	else
+		send_agr(d, items, c->n, e == AGR_BATCH ? c->batch : 1);
+	bench_order_wait(&o);
+	t1 = bench_now_ns();
+	if (pe)
+		pe->destroy(p);
+	else
+		free_dispatcher(d);
+	bench_order_verify(&o, engine_name(e));
+	bench_order_destroy(&o);
+	return (double)c->n / ((double)(t1 - t0) / 1e3);
 }
 
 static struct item *make_items(long n, int ids, char (**names)[16])
@@ -228,73 +249,167 @@ static struct item *make_items(long n, int ids, char (**names)[16])
 	struct item *items = calloc((size_t)n, sizeof(*items));
 	int *seq = calloc((size_t)ids, sizeof(int));
 	long i;
+	int id;
 
 	*names = calloc((size_t)ids, sizeof(**names));
-	if (!items || !seq || !*names)
+	if (!items || !seq || !*names) {
+		fprintf(stderr, WORKLOAD ": out of memory\n");
 		exit(1);
-	for (int id = 0; id < ids; id++)
+	}
+	for (id = 0; id < ids; id++)
 		snprintf((*names)[id], sizeof((*names)[id]), "id-%d", id);
 	for (i = 0; i < n; i++) {
-		items[i].id = (int)(i % ids);
-		items[i].seq = seq[items[i].id]++;
-		items[i].msg.aggregate_id = (*names)[items[i].id];
+		id = (int)(i % ids);
+		items[i].id = id;
+		items[i].seq = seq[id]++;
+		items[i].msg.aggregate_id = (*names)[id];
 		items[i].msg.user = &items[i];
-		items[i].peer.id = (*names)[items[i].id];
+		items[i].peer.id = (*names)[id];
 		items[i].peer.user = &items[i];
 	}
 	free(seq);
 	return items;
 }
 
+static void variant_name(char *buf, size_t len, long n)
+{
+	if (n % 1000000 == 0)
+		snprintf(buf, len, "%ldM", n / 1000000);
+	else if (n % 1000 == 0)
+		snprintf(buf, len, "%ldk", n / 1000);
+	else
+		snprintf(buf, len, "%ld", n);
+}
+
+static void print_ratio(const char *what, double ratio, double target)
+{
+	printf("  %-28s %6.3f  (target >= %.1f: %s)\n", what, ratio, target,
+	       ratio >= target ? "met" : "MISSED");
+}
+
+/* Warm-up, then RUNS rounds alternating engines; prints and writes CSV. */
+static void run_variant(struct config *c, struct item *items, int runs,
+			FILE *csv)
+{
+	struct bench_summary s[nengines];
+	double v[nengines][runs], worst = 0, agr_worst = 0;
+	char variant[32];
+	int r, k, e, best = -1;
+
+	variant_name(variant, sizeof(variant), c->n);
+	for (e = 0; e < nengines; e++)
+		run_once(e, items, c);
+	for (r = 0; r < runs; r++)
+		for (k = 0; k < nengines; k++) {
+			/* Rotate who goes first so no engine always follows
+			 * the same one. */
+			e = (r + k) % nengines;
+			v[e][r] = run_once(e, items, c);
+		}
+	printf("\n%s: %s no-op messages over %d ids, %d groups, %d workers, "
+	       "one producer, %d runs (M msg/s)\n", WORKLOAD, variant, c->ids,
+	       c->groups, c->workers, runs);
+	for (e = 0; e < nengines; e++) {
+		s[e] = bench_summarize(v[e], runs);
+		bench_print_row(engine_name(e), "M/s", s[e]);
+		bench_csv_row(csv, WORKLOAD, variant, engine_name(e),
+			      "throughput", "Mmsg/s", s[e], runs);
+		if (e >= FIRST_PEER &&
+		    (best < 0 || s[e].median > s[best].median))
+			best = e;
+		if (s[e].spread > worst)
+			worst = s[e].spread;
+		if (e < FIRST_PEER && s[e].spread > agr_worst)
+			agr_worst = s[e].spread;
+	}
+	if (best < 0)
+		return;
+	printf("  best peer: %s\n", engine_name(best));
+	print_ratio("aggring single / best peer",
+		    s[AGR_SINGLE].median / s[best].median, 0.9);
+	print_ratio("aggring batch / best peer",
+		    s[AGR_BATCH].median / s[best].median, 1.0);
+	printf("  %-28s %4.0f%%  (target < 30%%: %s; any engine: %.0f%%)\n",
+	       "aggring's largest spread", agr_worst * 100,
+	       agr_worst < 0.3 ? "met" : "MISSED", worst * 100);
+}
+
+/* The group count aggring picks by default (64 x CPUs or AGR_PARALLELISM). */
+static int default_groups(int workers)
+{
+	struct bench_order o;
+	agr_dispatcher *d;
+	int groups;
+
+	bench_order_init(&o, 1, 0);
+	d = make_dispatcher(workers, 0, &o);
+	groups = agr_dispatcher_parallelism(d);
+	free_dispatcher(d);
+	bench_order_destroy(&o);
+	return groups;
+}
+
 int main(int argc, char **argv)
 {
-	long n = 2000000;
-	int ids = 10000, runs = 5, batch = 64, ch, r, e;
-	double *v[ENGINES];
-	struct summary s[ENGINES];
+	struct config c = { .n = 2000000, .ids = 10000, .batch = 64 };
+	long small = 200000;
+	int runs = 5, ch;
+	const char *dir = NULL, *only = NULL;
 	char (*names)[16];
 	struct item *items;
+	FILE *csv;
 
-	while ((ch = getopt(argc, argv, "n:i:r:b:")) != -1) {
+	c.workers = bench_cpus();
+	while ((ch = getopt(argc, argv, "n:s:i:r:b:w:p:qo:")) != -1) {
 		switch (ch) {
-		case 'n': n = atol(optarg); break;
-		case 'i': ids = atoi(optarg); break;
-		case 'r': runs = atoi(optarg); break;
-		case 'b': batch = atoi(optarg); break;
+		case 'n':
+			c.n = bench_number(optarg, 1, 1L << 30, usage);
+			break;
+		case 's':
+			small = bench_number(optarg, 0, 1L << 30, usage);
+			break;
+		case 'i':
+			c.ids = (int)bench_number(optarg, 1, 1 << 24, usage);
+			break;
+		case 'r':
+			runs = (int)bench_number(optarg, 1, 1000, usage);
+			break;
+		case 'b':
+			c.batch = (int)bench_number(optarg, 2, MAX_BATCH,
+						    usage);
+			break;
+		case 'w':
+			c.workers = (int)bench_number(optarg, 1, 1024, usage);
+			break;
+		case 'p':
+			only = optarg;
+			break;
+		case 'q':
+			c.n = 200000;
+			small = 20000;
+			runs = 3;
+			break;
+		case 'o':
+			dir = optarg;
+			break;
 		default:
-			fprintf(stderr, "usage: dispatch [-n MESSAGES] [-i IDS] "
-				"[-r RUNS] [-b BATCH]\n");
+			fprintf(stderr, "%s\n", usage);
 			return 2;
 		}
 	}
-	if (n <= 0 || ids <= 0 || runs <= 0 || batch < 2 || batch > 256)
-		return 2;
-	items = make_items(n, ids, &names);
-	for (e = 0; e < ENGINES; e++) {
-		v[e] = calloc((size_t)runs, sizeof(double));
-		run_once((enum engine)e, items, n < 100000 ? n : 100000, ids,
-			 batch); /* warm up */
+	select_peers(only);
+	nengines = FIRST_PEER + npeers;
+	snprintf(batch_name, sizeof(batch_name), "aggring-batch%d", c.batch);
+	bench_print_env(stdout, WORKLOAD);
+	c.groups = default_groups(c.workers);
+	items = make_items(c.n > small ? c.n : small, c.ids, &names);
+	csv = bench_csv_open(dir, WORKLOAD);
+	run_variant(&c, items, runs, csv);
+	if (small) {
+		c.n = small;
+		run_variant(&c, items, runs, csv);
 	}
-	for (r = 0; r < runs; r++)
-		for (e = 0; e < ENGINES; e++)
-			v[e][r] = run_once((enum engine)e, items, n, ids, batch);
-	printf("dispatch: %ld no-op messages over %d ids, %d runs each, one "
-	       "producer, %ld CPUs, aggring %s\n", n, ids, runs,
-	       sysconf(_SC_NPROCESSORS_ONLN), agr_version());
-	for (e = 0; e < ENGINES; e++) {
-		s[e] = summarize(v[e], runs);
-		printf("  %-11s median %6.2f M/s  min %6.2f  max %6.2f  "
-		       "spread %4.0f%%\n", engine_names[e], s[e].median,
-		       s[e].min, s[e].max, s[e].spread * 100);
-	}
-	printf("  aggring single / batch-%d = %.2f\n", batch,
-	       s[AGR_SINGLE].median / s[AGR_BATCH].median);
-	printf("  aggring single / pthread  = %.2f\n",
-	       s[AGR_SINGLE].median / s[PTHREAD_POOL].median);
-	printf("  aggring batch  / pthread  = %.2f\n",
-	       s[AGR_BATCH].median / s[PTHREAD_POOL].median);
-	for (e = 0; e < ENGINES; e++)
-		free(v[e]);
+	bench_csv_close(csv);
 	free(items);
 	free(names);
 	return 0;

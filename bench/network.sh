@@ -1,0 +1,406 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# bench/network.sh - the "network" workload: examples/ledger_server
+# against a real Redis 7 at equal durability, and examples/echo_server
+# against a libuv echo server (bench/uv_echo), every server driven by
+# the same stock client, alternating servers within each round.
+#
+#   network.sh BUILDDIR RESULTSDIR [RUNS]          (RUNS: 5)
+#
+# 1. Durable INCRBY. ledger_server, redis-server --appendonly yes
+#    --appendfsync always, and the same with --appendfsync everysec,
+#    each with its data in its own temp dir on a real disk, on a free
+#    port; every one driven by
+#      redis-benchmark -c 50 -r 10000 -n N [-P 16] --csv \
+#          INCRBY key:__rand_int__ 1
+#    without pipelining (variant P1) and with -P 16 (P16).
+#    Equal durability: ledger_server replies to an INCRBY only once its
+#    record is written and fdatasync'd (examples/ledger_server.c:
+#    post_entry() queues the record with journal_append() and returns
+#    AGR_PENDING; journal_written() issues agr_io_fsync(AGR_IO_DATASYNC);
+#    only journal_synced() -> journal_finish() -> entry_durable() sets
+#    the reply and completes the message, and request_completed() then
+#    hands the reply to the connection). Redis with appendfsync always
+#    writes and fdatasyncs the AOF in beforeSleep, before it writes any
+#    reply of that event loop turn. everysec is shown for orientation:
+#    it acknowledges before the data is durable.
+#    After the runs, ledger_server must stop cleanly and must have
+#    journaled exactly the INCRBYs sent to it (so none failed unseen:
+#    redis-benchmark does not count error replies).
+# 2. Echo. examples/echo_server (default workers: one per CPU, and with
+#    --workers 1 for the same thread count as libuv's one loop) and
+#    bench/uv_echo, driven by bench/echo_load: 64 connections, 64-byte
+#    messages, request/response, every byte checked.
+#
+# Prints requests/s, p50 and p99 (median, min, max of RUNS) per server
+# and the ratios the issue's targets are about; appends rows
+# "network,VARIANT,ENGINE,METRIC,UNIT,median,min,max,runs" to
+# RESULTSDIR/network.csv (created with its header if missing).
+#
+# Sizes from the environment: NETWORK_REQUESTS (requests per P1 run,
+# 100000), NETWORK_REQUESTS_P16 (1000000), NETWORK_ECHO_SECONDS (5),
+# NETWORK_QUICK=1 (a smoke run: 10000, 100000, 1 s), NETWORK_TMPDIR
+# (where the data dirs go; ${TMPDIR:-/var/tmp}; must not be tmpfs).
+# Exits 77 if redis-server or redis-benchmark is missing.
+set -u
+
+if [ $# -lt 2 ] || [ $# -gt 3 ]; then
+	echo "usage: network.sh BUILDDIR RESULTSDIR [RUNS]" >&2
+	exit 2
+fi
+build=$1
+results=$2
+runs=${3:-5}
+case $runs in
+'' | *[!0-9]* | 0)
+	echo "network: RUNS must be a positive number" >&2
+	exit 2
+	;;
+esac
+
+if [ "${NETWORK_QUICK:-0}" = 1 ]; then
+	n_p1=${NETWORK_REQUESTS:-10000}
+	n_p16=${NETWORK_REQUESTS_P16:-100000}
+	echo_seconds=${NETWORK_ECHO_SECONDS:-1}
+else
+	n_p1=${NETWORK_REQUESTS:-100000}
+	n_p16=${NETWORK_REQUESTS_P16:-1000000}
+	echo_seconds=${NETWORK_ECHO_SECONDS:-5}
+fi
+clients=50
+keys=10000
+echo_conns=64
+echo_size=64
+stop_timeout=30
+
+for tool in redis-server redis-benchmark; do
+	if ! command -v "$tool" >/dev/null 2>&1; then
+		echo "network: $tool is not installed (apt-get install" \
+			"redis-server redis-tools): skipped" >&2
+		exit 77
+	fi
+done
+
+ex=$build/examples
+for prog in "$ex/ledger_server" "$ex/echo_server"; do
+	if [ ! -x "$prog" ]; then
+		echo "network: build first: $prog" >&2
+		exit 1
+	fi
+done
+# Not part of `make bench`'s prerequisites: build them here.
+if [ ! -x "$build/bench/echo_load" ] || [ ! -x "$build/bench/uv_echo" ]; then
+	make -C "$build" bench/echo_load >/dev/null || exit 1
+	make -C "$build" bench/uv_echo >/dev/null 2>&1 ||
+		echo "network: bench/uv_echo cannot be built (no libuv?):" \
+			"echo_server is measured alone" >&2
+fi
+have_uv=false
+[ -x "$build/bench/uv_echo" ] && have_uv=true
+
+mkdir -p "$results" || exit 1
+tmp=${NETWORK_TMPDIR:-${TMPDIR:-/var/tmp}}
+work=$(mktemp -d "$tmp/aggring-network.XXXXXX") || exit 1
+
+# name -> pid of the servers still running; cleanup() ends them all.
+declare -A pids=()
+
+cleanup() {
+	local name pid i
+	for name in "${!pids[@]}"; do
+		pid=${pids[$name]}
+		kill -TERM "$pid" 2>/dev/null
+		i=0
+		while kill -0 "$pid" 2>/dev/null && [ $i -lt 100 ]; do
+			sleep 0.1
+			i=$((i + 1))
+		done
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	done
+	rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+
+fail() {
+	echo "network: FAILED: $*" >&2
+	exit 1
+}
+
+fstype=$(stat -f -c %T "$work")
+case $fstype in
+tmpfs | ramfs)
+	fail "$work is on $fstype: fdatasync is free there; set" \
+		"NETWORK_TMPDIR to a directory on a real disk"
+	;;
+esac
+
+# wait_ready NAME LOG PATTERN: until LOG has PATTERN (10 s at most);
+# fails if the server exits first.
+wait_ready() {
+	local i=0
+	while ! grep -q "$3" "$2"; do
+		if ! kill -0 "${pids[$1]}" 2>/dev/null; then
+			wait "${pids[$1]}" 2>/dev/null
+			unset "pids[$1]"
+			return 1
+		fi
+		i=$((i + 1))
+		if [ $i -gt 200 ]; then
+			cat "$2" >&2
+			fail "$1 is not ready after 10 s"
+		fi
+		sleep 0.05
+	done
+}
+
+# listen_port LOG: the port of "listening on 127.0.0.1:PORT".
+listen_port() {
+	sed -n 's/.*listening on 127\.0\.0\.1:\([0-9][0-9]*\).*/\1/p' "$1" |
+		head -n 1
+}
+
+declare -A ports=()
+
+# start_ours NAME LOG PROGRAM ARGS...: a server that picks its own free
+# port (--port 0) and prints it.
+start_ours() {
+	local name=$1 log=$2
+	shift 2
+	"$@" >"$log" 2>&1 &
+	pids[$name]=$!
+	if ! wait_ready "$name" "$log" 'listening on 127\.0\.0\.1:'; then
+		cat "$log" >&2
+		fail "$name did not start"
+	fi
+	ports[$name]=$(listen_port "$log")
+}
+
+# start_redis NAME FSYNC: redis-server with the AOF fsynced per FSYNC,
+# its data in its own dir. Redis has no "pick a free port": try unused
+# ones until one binds.
+start_redis() {
+	local name=$1 fsync=$2 dir=$work/$1 log=$work/$1.log port try
+	mkdir -p "$dir" || exit 1
+	for try in 1 2 3 4 5 6 7 8 9 10; do
+		port=$((20000 + RANDOM % 30000))
+		ss -Htln "sport = :$port" 2>/dev/null | grep -q . && continue
+		# No RDB snapshots, no automatic AOF rewrites (a fork on
+		# 2 CPUs mid-run would be noise, and ledger_server never
+		# compacts either).
+		redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+			--save '' --appendonly yes --appendfsync "$fsync" \
+			--auto-aof-rewrite-percentage 0 --daemonize no \
+			--logfile '' >"$log" 2>&1 &
+		pids[$name]=$!
+		if wait_ready "$name" "$log" 'Ready to accept connections'
+		then
+			ports[$name]=$port
+			return 0
+		fi
+		grep -q 'Address already in use' "$log" || break
+		echo "network: port $port was taken (try $try)" >&2
+	done
+	cat "$log" >&2
+	fail "redis-server ($name) did not start"
+}
+
+# stop NAME LOG: SIGTERM and wait (stop_timeout s); echoes the status.
+stop() {
+	local name=$1 pid=${pids[$1]} i=0 status
+	kill -TERM "$pid"
+	while kill -0 "$pid" 2>/dev/null; do
+		i=$((i + 1))
+		[ $i -le $((stop_timeout * 20)) ] ||
+			fail "$name did not stop within $stop_timeout s"
+		sleep 0.05
+	done
+	wait "$pid"
+	status=$?
+	unset "pids[$name]"
+	return $status
+}
+
+# incrby ENGINE PIPELINE N: one redis-benchmark run; prints "rps p50 p99".
+incrby() {
+	local out=$work/bench.out line
+	# --csv: "test","rps","avg","min","p50","p95","p99","max" (ms)
+	if ! redis-benchmark -h 127.0.0.1 -p "${ports[$1]}" -c "$clients" \
+		-n "$3" -r "$keys" -P "$2" --csv INCRBY key:__rand_int__ 1 \
+		>"$out" 2>&1; then
+		cat "$out" >&2
+		fail "redis-benchmark against $1"
+	fi
+	line=$(tail -n 1 "$out" | tr -d '"' |
+		awk -F, '$1 ~ /^INCRBY/ && $2 + 0 > 0 { print $2, $5, $7 }')
+	[ -n "$line" ] || { cat "$out" >&2; fail "no result from $1"; }
+	echo "$line"
+}
+
+# echo_run ENGINE: one echo_load run; prints "rps p50 p99".
+echo_run() {
+	local out=$work/echo.out line
+	if ! "$build/bench/echo_load" -p "${ports[$1]}" -c "$echo_conns" \
+		-s "$echo_size" -d "$echo_seconds" >"$out" 2>&1; then
+		cat "$out" >&2
+		fail "echo_load against $1"
+	fi
+	line=$(sed -n 's/^echo_load: \([0-9.]*\) requests\/s, p50 \([0-9.]*\) ms, p99 \([0-9.]*\) ms.*/\1 \2 \3/p' "$out")
+	[ -n "$line" ] || { cat "$out" >&2; fail "no result from $1"; }
+	echo "$line"
+}
+
+# summary FILE COLUMN: "median min max" of that column.
+summary() {
+	awk -v c="$2" '{ print $c }' "$1" | sort -g | awk '
+		{ v[NR] = $1 }
+		END {
+			m = NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2
+			printf "%.6g %.6g %.6g\n", m, v[1], v[NR]
+		}'
+}
+
+median() {
+	summary "$1" "$2" | cut -d' ' -f1
+}
+
+# ---- start every server once; they stay up, idle between their runs ----
+incr_engines=(ledger_server redis_always redis_everysec)
+echo_engines=(echo_server echo_server_w1)
+$have_uv && echo_engines+=(uv_echo)
+
+start_ours ledger_server "$work/ledger_server.log" "$ex/ledger_server" \
+	--port 0 --dir "$work/ledger_server" --shutdown-timeout "$stop_timeout"
+start_redis redis_always always
+start_redis redis_everysec everysec
+start_ours echo_server "$work/echo_server.log" "$ex/echo_server" --port 0
+start_ours echo_server_w1 "$work/echo_server_w1.log" "$ex/echo_server" \
+	--port 0 --workers 1
+$have_uv && start_ours uv_echo "$work/uv_echo.log" "$build/bench/uv_echo" 0
+
+uname_line=$(uname -srm)
+echo "network: $uname_line, $(nproc) CPUs, $(redis-server --version |
+	sed 's/ sha=.*//'), data in $work ($fstype)"
+echo "network: INCRBY: redis-benchmark -c $clients -r $keys, $n_p1" \
+	"requests (P1), $n_p16 (P16); echo: $echo_conns connections," \
+	"$echo_size-byte messages, $echo_seconds s; $runs runs, servers" \
+	"alternating"
+echo "network: ledger_server replies only after write + fdatasync" \
+	"(post_entry -> journal_append; journal_written -> agr_io_fsync" \
+	"DATASYNC; journal_synced -> entry_durable sets the reply)"
+
+# ---- warm-up (not reported), then the rounds ----
+sent_ledger=0
+for e in "${incr_engines[@]}"; do
+	incrby "$e" 1 $((n_p1 / 10)) >/dev/null
+	incrby "$e" 16 $((n_p16 / 10)) >/dev/null
+done
+sent_ledger=$((n_p1 / 10 + (n_p16 / 10 + 15) / 16 * 16))
+for e in "${echo_engines[@]}"; do
+	"$build/bench/echo_load" -p "${ports[$e]}" -c "$echo_conns" \
+		-s "$echo_size" -d 1 -w 0 >/dev/null ||
+		fail "echo_load warm-up against $e"
+done
+
+mkdir -p "$work/res"
+nincr=${#incr_engines[@]}
+necho=${#echo_engines[@]}
+for ((r = 0; r < runs; r++)); do
+	# Rotate who goes first, so that no server always follows another.
+	for variant in P1 P16; do
+		if [ $variant = P1 ]; then p=1 n=$n_p1; else p=16 n=$n_p16; fi
+		for ((k = 0; k < nincr; k++)); do
+			e=${incr_engines[(k + r) % nincr]}
+			incrby "$e" "$p" "$n" >>"$work/res/$variant.$e"
+			[ "$e" = ledger_server ] &&
+				sent_ledger=$((sent_ledger + (n + p - 1) / p * p))
+		done
+	done
+	for ((k = 0; k < necho; k++)); do
+		e=${echo_engines[(k + r) % necho]}
+		echo_run "$e" >>"$work/res/echo64.$e"
+	done
+	echo "network: round $((r + 1)) of $runs done"
+done
+
+# ---- stop; ledger_server must have journaled every INCRBY sent ----
+stop ledger_server || fail "ledger_server exited with an error" \
+	"($(tail -n 3 "$work/ledger_server.log"))"
+grep -q 'stopped cleanly' "$work/ledger_server.log" ||
+	fail "ledger_server did not stop cleanly"
+events=$(sed -n 's/.*: \([0-9]*\) events journaled in.*/\1/p' \
+	"$work/ledger_server.log")
+syncs=$(sed -n 's/.*events journaled in \([0-9]*\) fdatasyncs.*/\1/p' \
+	"$work/ledger_server.log")
+[ "$events" = "$sent_ledger" ] ||
+	fail "ledger_server journaled $events events, $sent_ledger INCRBYs" \
+		"were sent"
+for e in redis_always redis_everysec echo_server echo_server_w1; do
+	stop "$e" || fail "$e exited with status $?"
+done
+if $have_uv; then
+	stop uv_echo || fail "uv_echo exited with status $?"
+fi
+
+# ---- report ----
+csv=$results/network.csv
+[ -s "$csv" ] ||
+	echo "workload,variant,engine,metric,unit,median,min,max,runs" >"$csv"
+
+# report VARIANT ENGINE: a table row and the CSV rows.
+report() {
+	local f=$work/res/$1.$2 rps p50 p99
+	read -r -a rps <<<"$(summary "$f" 1)"
+	read -r -a p50 <<<"$(summary "$f" 2)"
+	read -r -a p99 <<<"$(summary "$f" 3)"
+	set -- "$1" "$2" "${rps[@]}" "${p50[@]}" "${p99[@]}"
+	printf '  %-15s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
+		"$2" "$3" "$4" "$5" "$6" "$9" "${10}" "${11}"
+	{
+		echo "network,$1,$2,rps,req/s,$3,$4,$5,$runs"
+		echo "network,$1,$2,p50,ms,$6,$7,$8,$runs"
+		echo "network,$1,$2,p99,ms,$9,${10},${11},$runs"
+	} >>"$csv"
+}
+
+header() {
+	echo "$1"
+	printf '  %-15s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
+		'req/s' min max 'p50 ms' 'p99 ms' min max
+}
+
+header "INCRBY, no pipelining (P1), $clients clients:"
+for e in "${incr_engines[@]}"; do report P1 "$e"; done
+header "INCRBY, -P 16 (P16), $clients clients:"
+for e in "${incr_engines[@]}"; do report P16 "$e"; done
+header "echo, $echo_conns connections, $echo_size-byte messages (echo64):"
+for e in "${echo_engines[@]}"; do report echo64 "$e"; done
+
+# ratio A B VARIANT COLUMN: median(A) / median(B).
+ratio() {
+	awk -v a="$(median "$work/res/$3.$1" "$4")" \
+		-v b="$(median "$work/res/$3.$2" "$4")" \
+		'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
+}
+
+echo "ratios (medians; targets: INCRBY req/s >= 1.0 and p99 ratio <= 1.0" \
+	"vs redis_always; echo req/s >= 1.0 vs uv_echo):"
+for v in P1 P16; do
+	echo "  $v: ledger_server / redis_always: req/s" \
+		"$(ratio ledger_server redis_always $v 1), p99" \
+		"$(ratio ledger_server redis_always $v 3) (lower is better);" \
+		"/ redis_everysec req/s $(ratio ledger_server redis_everysec $v 1)"
+done
+if $have_uv; then
+	echo "  echo64: echo_server / uv_echo req/s" \
+		"$(ratio echo_server uv_echo echo64 1)," \
+		"echo_server --workers 1 / uv_echo req/s" \
+		"$(ratio echo_server_w1 uv_echo echo64 1)"
+fi
+echo "  ledger_server journaled all $events INCRBYs sent to it in $syncs" \
+	"fdatasyncs ($(awk -v e="$events" -v s="$syncs" \
+	'BEGIN { printf "%.1f", (s ? e / s : 0) }') per fdatasync)"
+echo "network: rows appended to $csv"

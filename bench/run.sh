@@ -1,0 +1,84 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+#
+# run.sh BUILDDIR RESULTSDIR - every workload of bench/, one after the
+# other, each comparing aggring with its peers in the same run; writes
+# RESULTSDIR/<workload>.csv, .txt (what the program printed) and .png,
+# and RESULTSDIR/tables.md. `make bench` calls it.
+#
+# Environment:
+#   BENCH_RUNS=N     runs per figure (default 5; the median is reported)
+#   BENCH_QUICK=1    tiny sizes, to check that everything works (CI)
+#   BENCH_DATA=DIR   where the 1 GiB read file and the journals go
+#                    (default BUILDDIR/bench-data; must be a real disk,
+#                    not tmpfs, for O_DIRECT)
+#   BENCH_ONLY="dispatch journal ..."   run only these workloads
+set -eu
+
+build=${1:?usage: run.sh BUILDDIR RESULTSDIR}
+results=${2:?usage: run.sh BUILDDIR RESULTSDIR}
+here=$(cd "$(dirname "$0")" && pwd)
+runs=${BENCH_RUNS:-5}
+data=${BENCH_DATA:-$build/bench-data}
+only=${BENCH_ONLY:-dispatch latency direct_read journal scale network}
+quick=${BENCH_QUICK:-0}
+failed=""
+
+mkdir -p "$results" "$data"
+
+# quick_args WORKLOAD: the tiny sizes BENCH_QUICK=1 uses.
+quick_args() {
+	[ "$quick" = 1 ] || return 0
+	case $1 in
+	dispatch) echo "-q" ;;
+	latency) echo "-q" ;;
+	direct_read) echo "-q" ;;
+	journal) echo "-q" ;;
+	scale) echo "-q" ;;
+	esac
+}
+
+run() {
+	workload=$1
+	shift
+	echo "== $workload"
+	set +e
+	# shellcheck disable=SC2046 # quick_args is a word list on purpose
+	"$build/bench/$workload" $(quick_args "$workload") -r "$runs" -o "$results" "$@" \
+		>"$results/$workload.txt" 2>&1
+	rc=$?
+	set -e
+	cat "$results/$workload.txt"
+	case $rc in
+	0) ;;
+	77) echo "$workload: skipped (io_uring unavailable)" ;;
+	*) echo "$workload: FAILED (exit $rc)"; failed="$failed $workload" ;;
+	esac
+}
+
+for w in $only; do
+	case $w in
+	direct_read|journal) run "$w" -d "$data" ;;
+	network)
+		echo "== network"
+		rm -f "$results/network.csv" # network.sh appends
+		set +e
+		NETWORK_QUICK=$quick bash "$here/network.sh" "$build" "$results" "$runs"
+		rc=$?
+		set -e
+		case $rc in
+		0) ;;
+		77) echo "network: skipped (no redis-server or redis-benchmark)" ;;
+		*) failed="$failed network" ;;
+		esac ;;
+	*) run "$w" ;;
+	esac
+done
+
+sh "$here/plot.sh" "$results"
+sh "$here/tables.sh" "$results" >"$results/tables.md"
+echo "results: $results (CSV, PNG, tables.md)"
+if [ -n "$failed" ]; then
+	echo "bench: failed:$failed" >&2
+	exit 1
+fi
