@@ -1,13 +1,14 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * peer_libuv.c - uv_queue_work driven from a loop thread, with aggring's
- * per-group order: each group has a lock-free MPSC queue and an atomic
- * scheduled flag; the send that schedules a group puts it on a ready
+ * per-group order (peer_group.h): the send that schedules a group puts
+ * it on a ready
  * list and wakes the loop (uv_async_send), the loop queues one work
  * request per ready group, the work callback hands up to
  * PEER_DRAIN_LIMIT messages to the handler on a threadpool thread, and
  * the after-work callback, back on the loop, queues the group again
- * when more remain or marks it idle.
+ * when more remain or lets it go idle (only there: until then the work
+ * request is libuv's, and a send must not queue it twice).
  *
  * libuv's threadpool is per process and sized once, from
  * UV_THREADPOOL_SIZE when it is first used: the first create sets it to
@@ -16,6 +17,7 @@
 #include "config.h"
 
 #include "peer.h"
+#include "peer_group.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -29,11 +31,9 @@
 
 #include <aggring/group_key.h>
 
-enum { IDLE, SCHEDULED };
-
 struct group {
-	struct agr__mpsc queue;
-	_Alignas(64) atomic_int state;
+	struct peer_group pg;
+	int handled; /* by the last work_cb, for after_work_cb */
 	struct agr__mpsc_node ready_node; /* on peer.ready while scheduled */
 	uv_work_t work;
 	struct peer *peer;
@@ -59,30 +59,12 @@ static void fail(const char *what, int err)
 
 static void after_work_cb(uv_work_t *req, int status);
 
-/*
- * After the consumer found q empty and gave the group up: did a send
- * push since? Reads only the producers' end: once the group is given
- * up, another thread may already be consuming (and moving q->tail).
- */
-static bool pushed_since_empty(struct agr__mpsc *q)
-{
-	return atomic_load_explicit(&q->head, memory_order_seq_cst) !=
-	       &q->stub;
-}
-
 /* On a threadpool thread: up to PEER_DRAIN_LIMIT to the handler. */
 static void work_cb(uv_work_t *req)
 {
-	struct peer_msg *batch[PEER_DRAIN_LIMIT];
 	struct group *g = req->data;
-	struct agr__mpsc_node *m;
-	int n = 0;
 
-	while (n < PEER_DRAIN_LIMIT &&
-	       (m = agr__mpsc_pop_wait(&g->queue)) != NULL)
-		batch[n++] = (struct peer_msg *)(void *)m;
-	if (n)
-		g->peer->fn(batch, n, g->peer->arg);
+	g->handled = peer_group_handle(&g->pg, g->peer->fn, g->peer->arg);
 }
 
 static void queue_group(struct peer *p, struct group *g)
@@ -101,19 +83,11 @@ static void queue_group(struct peer *p, struct group *g)
 static void after_work_cb(uv_work_t *req, int status)
 {
 	struct group *g = req->data;
-	int expected = IDLE;
 
 	if (status)
 		fail("uv_queue_work", status);
-	if (!agr__mpsc_maybe_nonempty(&g->queue)) {
-		/* Idle, then look again: a send may have seen SCHEDULED. */
-		atomic_store(&g->state, IDLE);
-		if (!pushed_since_empty(&g->queue) ||
-		    !atomic_compare_exchange_strong(&g->state, &expected,
-						    SCHEDULED))
-			return;
-	}
-	queue_group(g->peer, g); /* fairness: back of the line */
+	if (peer_group_finish(&g->pg, g->handled))
+		queue_group(g->peer, g); /* fairness: back of the line */
 }
 
 /* On the loop: queue work for every group the sends made ready. */
@@ -157,8 +131,7 @@ static struct peer *uv_peer_create(int workers, int groups, peer_handler fn,
 	}
 	memset(p->groups, 0, (size_t)groups * sizeof(*p->groups));
 	for (i = 0; i < groups; i++) {
-		agr__mpsc_init(&p->groups[i].queue);
-		atomic_init(&p->groups[i].state, IDLE);
+		peer_group_init(&p->groups[i].pg);
 		p->groups[i].work.data = &p->groups[i];
 		p->groups[i].peer = p;
 	}
@@ -185,11 +158,8 @@ static struct peer *uv_peer_create(int workers, int groups, peer_handler fn,
 static void uv_peer_send(struct peer *p, struct peer_msg *msg)
 {
 	struct group *g = &p->groups[agr_group_key(msg->id, p->ngroups)];
-	int expected = IDLE;
 
-	agr__mpsc_push(&g->queue, &msg->node);
-	if (atomic_load(&g->state) == IDLE &&
-	    atomic_compare_exchange_strong(&g->state, &expected, SCHEDULED)) {
+	if (peer_group_send(&g->pg, msg)) {
 		agr__mpsc_push(&p->ready, &g->ready_node);
 		/* Coalesces: one wake-up for many sends while the loop runs. */
 		uv_async_send(&p->wake);

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * peer_pthread.c - a well-written hand-rolled pool, written fairly:
- * per-group lock-free MPSC queue and atomic scheduled flag (the same
+ * per-group lock-free MPSC queue and pending count (peer_group.h, the same
  * queue aggring uses), one ready-group queue shared by N workers, 64
  * messages per activation.
  *
@@ -13,6 +13,7 @@
  * briefly, then sleeps on a condition variable.
  */
 #include "peer.h"
+#include "peer_group.h"
 
 #include <pthread.h>
 #include <sched.h>
@@ -27,17 +28,15 @@
 /* Polls before sleeping: a few microseconds of pause. */
 #define SPIN_POLLS 64
 
-enum { IDLE, SCHEDULED };
-
 struct group {
-	struct agr__mpsc queue;
-	_Alignas(64) atomic_int state;
+	struct peer_group pg;
 	struct agr__mpsc_node ready_node; /* on the ready queue */
 };
 
 struct peer {
 	struct agr__mpsc ready;	 /* groups with messages */
 	pthread_mutex_t pop_lock; /* one worker pops at a time */
+	_Alignas(64) atomic_long nready; /* groups on `ready` */
 	_Alignas(64) atomic_int sleepers;
 	atomic_bool stopping;
 	pthread_mutex_t sleep_lock;
@@ -56,15 +55,10 @@ static struct group *group_of(struct agr__mpsc_node *n)
 					offsetof(struct group, ready_node));
 }
 
-/*
- * Anyone may ask: is q certainly empty? The consumer's end is not
- * ours to read, but an empty Vyukov queue has its head on the stub and
- * a non-empty one never does.
- */
-static bool looks_empty(struct agr__mpsc *q)
+/* Anyone may ask: is a group ready? */
+static bool none_ready(struct peer *p)
 {
-	return atomic_load_explicit(&q->head, memory_order_seq_cst) ==
-	       &q->stub;
+	return atomic_load_explicit(&p->nready, memory_order_seq_cst) == 0;
 }
 
 /* Any thread: queues g and wakes a worker if one sleeps. */
@@ -73,15 +67,16 @@ static void ready_push(struct peer *p, struct group *g)
 	struct agr__mpsc_node *prev;
 
 	/*
-	 * agr__mpsc_push(), with a seq_cst exchange (the same instruction
-	 * on x86): with the seq_cst increment and load in worker_wait(),
-	 * either we see the sleeper or it sees the group.
+	 * agr__mpsc_push(), then the count; with the seq_cst increment
+	 * and load in worker_wait(), either we see the sleeper or it sees
+	 * the group.
 	 */
 	atomic_store_explicit(&g->ready_node.next, NULL, memory_order_relaxed);
 	prev = atomic_exchange_explicit(&p->ready.head, &g->ready_node,
 					memory_order_seq_cst);
 	atomic_store_explicit(&prev->next, &g->ready_node,
 			      memory_order_release);
+	atomic_fetch_add_explicit(&p->nready, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) == 0)
 		return;
 	pthread_mutex_lock(&p->sleep_lock);
@@ -93,47 +88,14 @@ static struct group *ready_pop(struct peer *p)
 {
 	struct agr__mpsc_node *n;
 
-	if (looks_empty(&p->ready))
+	if (none_ready(p))
 		return NULL;
 	pthread_mutex_lock(&p->pop_lock);
 	n = agr__mpsc_pop_wait(&p->ready);
+	if (n)
+		atomic_fetch_sub_explicit(&p->nready, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&p->pop_lock);
 	return n ? group_of(n) : NULL;
-}
-
-/*
- * After the consumer found q empty and gave the group up: did a send
- * push since? Reads only the producers' end: once the group is given
- * up, another thread may already be consuming (and moving q->tail).
- */
-static bool pushed_since_empty(struct agr__mpsc *q)
-{
-	return !looks_empty(q);
-}
-
-/*
- * Hands up to PEER_DRAIN_LIMIT to the handler, then gives the group up
- * if that emptied it; true when it went idle. The handler runs first:
- * once the group is idle, another thread may take its next messages.
- */
-static bool drain(struct peer *p, struct group *g)
-{
-	struct peer_msg *batch[PEER_DRAIN_LIMIT];
-	struct agr__mpsc_node *m;
-	int n = 0, expected = IDLE;
-
-	while (n < PEER_DRAIN_LIMIT &&
-	       (m = agr__mpsc_pop_wait(&g->queue)) != NULL)
-		batch[n++] = (struct peer_msg *)(void *)m;
-	if (n)
-		p->fn(batch, n, p->arg);
-	if (n == PEER_DRAIN_LIMIT)
-		return false; /* maybe more */
-	/* Idle, then look again: a send may have seen SCHEDULED. */
-	atomic_store(&g->state, IDLE);
-	return !pushed_since_empty(&g->queue) ||
-	       !atomic_compare_exchange_strong(&g->state, &expected,
-					       SCHEDULED);
 }
 
 /* Spins, then sleeps until a group is ready; false once stopping. */
@@ -142,7 +104,7 @@ static bool worker_wait(struct peer *p)
 	int i;
 
 	for (i = 0; i < SPIN_POLLS; i++) {
-		if (!looks_empty(&p->ready))
+		if (!none_ready(p))
 			return true;
 #if defined(__x86_64__) || defined(__i386__)
 		__builtin_ia32_pause();
@@ -150,11 +112,11 @@ static bool worker_wait(struct peer *p)
 	}
 	pthread_mutex_lock(&p->sleep_lock);
 	atomic_fetch_add_explicit(&p->sleepers, 1, memory_order_seq_cst);
-	while (looks_empty(&p->ready) && !atomic_load(&p->stopping))
+	while (none_ready(p) && !atomic_load(&p->stopping))
 		pthread_cond_wait(&p->wake, &p->sleep_lock);
 	atomic_fetch_sub_explicit(&p->sleepers, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&p->sleep_lock);
-	return !looks_empty(&p->ready) || !atomic_load(&p->stopping);
+	return !none_ready(p) || !atomic_load(&p->stopping);
 }
 
 static void *work(void *arg)
@@ -164,7 +126,7 @@ static void *work(void *arg)
 
 	do {
 		while ((g = ready_pop(p)) != NULL)
-			if (!drain(p, g))
+			if (peer_group_run(&g->pg, p->fn, p->arg))
 				ready_push(p, g); /* fairness: back of the line */
 	} while (worker_wait(p));
 	return NULL;
@@ -181,11 +143,10 @@ static struct peer *pool_create(int workers, int groups, peer_handler fn,
 			   (size_t)groups * sizeof(*p->groups)))
 		abort();
 	memset(p->groups, 0, (size_t)groups * sizeof(*p->groups));
-	for (i = 0; i < groups; i++) {
-		agr__mpsc_init(&p->groups[i].queue);
-		atomic_init(&p->groups[i].state, IDLE);
-	}
+	for (i = 0; i < groups; i++)
+		peer_group_init(&p->groups[i].pg);
 	agr__mpsc_init(&p->ready);
+	atomic_init(&p->nready, 0);
 	pthread_mutex_init(&p->pop_lock, NULL);
 	atomic_init(&p->sleepers, 0);
 	atomic_init(&p->stopping, false);
@@ -207,11 +168,8 @@ static struct peer *pool_create(int workers, int groups, peer_handler fn,
 static void pool_send(struct peer *p, struct peer_msg *msg)
 {
 	struct group *g = &p->groups[agr_group_key(msg->id, p->ngroups)];
-	int expected = IDLE;
 
-	agr__mpsc_push(&g->queue, &msg->node);
-	if (atomic_load(&g->state) == IDLE &&
-	    atomic_compare_exchange_strong(&g->state, &expected, SCHEDULED))
+	if (peer_group_send(&g->pg, msg))
 		ready_push(p, g);
 }
 
