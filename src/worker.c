@@ -26,11 +26,14 @@
 #define SQ_FLUSH_TRIES 4 /* without SUBMIT_ALL a submit may stop early */
 /*
  * How long an idle worker watches its inbox before it arms the doorbell
- * and sleeps: less than a doorbell and a wake-up cost, so a producer
- * sending steadily rarely pays a syscall, while an idle worker burns
- * little and, on a small machine, does not keep a core from others.
+ * and sleeps (AGR_IDLE_SPIN_US overrides, 0 disables): longer than the
+ * gap between messages of a steady producer, so that such a producer
+ * rarely pays a doorbell and its messages never wait for a wake-up (tens
+ * of microseconds on a VM, milliseconds when the CPU is contended), yet
+ * short enough that an idle worker soon leaves the CPU to others.
  */
-#define IDLE_SPIN_NS 1000
+#define IDLE_SPIN_NS_DEFAULT 20000
+#define IDLE_SPIN_US_MAX 1000000
 
 _Thread_local struct agr_worker *agr__current_worker;
 atomic_bool agr__watchdog_on;
@@ -450,15 +453,39 @@ static void sleep_in_kernel(struct agr_worker *w)
 }
 
 /*
- * Watches for work for up to IDLE_SPIN_NS before sleeping; true if work
+ * Watches for work for up to w->idle_spin_ns before sleeping; true if work
  * (or a stop) showed up. The bell stays rung meanwhile, so producers
  * push without ringing. Completions of I/O need a trip to the kernel to
  * show (DEFER_TASKRUN), so they wait for the sleep, at most this long.
  */
+/* AGR_IDLE_SPIN_US, read as each worker starts. */
+static uint64_t read_idle_spin_ns(void)
+{
+	const char *s = getenv("AGR_IDLE_SPIN_US");
+	char *end;
+	long us;
+
+	if (!s || !*s)
+		return IDLE_SPIN_NS_DEFAULT;
+	errno = 0;
+	us = strtol(s, &end, 10);
+	if (errno || *end || us < 0 || us > IDLE_SPIN_US_MAX) {
+		agr__log(AGR_LOG_ERROR, "AGR_IDLE_SPIN_US=\"%s\" is not 0..%d; "
+			 "spinning %d us", s, IDLE_SPIN_US_MAX,
+			 IDLE_SPIN_NS_DEFAULT / 1000);
+		return IDLE_SPIN_NS_DEFAULT;
+	}
+	return (uint64_t)us * 1000u;
+}
+
 static bool spin_for_work(struct agr_worker *w)
 {
-	uint64_t deadline = agr__now_ns() + IDLE_SPIN_NS;
+	uint64_t deadline;
 	unsigned i;
+
+	if (w->idle_spin_ns == 0)
+		return must_wake(w) || io_uring_cq_ready(&w->ring);
+	deadline = agr__now_ns() + w->idle_spin_ns;
 
 	for (i = 1;; i++) {
 		if (must_wake(w) || io_uring_cq_ready(&w->ring))
@@ -594,6 +621,7 @@ void *agr__worker_main(void *arg)
 	int ret;
 
 	set_thread_name(w);
+	w->idle_spin_ns = read_idle_spin_ns();
 	agr__current_worker = w;
 	ret = agr__ring_init(&w->ring, WORKER_SQ_ENTRIES, WORKER_CQ_ENTRIES,
 			     w->thread_name, NULL);

@@ -102,6 +102,7 @@ struct agr_worker {
 	int ring_fd; /* read by senders inside the scheduler's gate */
 	bool ring_ready;
 	bool closing; /* no new operations may be submitted */
+	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
 	unsigned inflight;
 	atomic_uint inflight_now; /* a copy of inflight for readers */
 	struct agr__op *inflight_list;

@@ -624,6 +624,53 @@ START_TEST(file_round_trip_on_the_worker)
 }
 END_TEST
 
+/* ---- AGR_IDLE_SPIN_US ---- */
+
+static atomic_int spin_errors;
+
+static void count_spin_errors(agr_log_level level, const char *msg,
+			      void *arg)
+{
+	(void)arg;
+	if (level == AGR_LOG_ERROR && strstr(msg, "AGR_IDLE_SPIN_US=\"abc\""))
+		atomic_fetch_add(&spin_errors, 1);
+}
+
+/*
+ * Tasks sent one at a time from this thread, each after the last ran:
+ * with no spin every one finds its worker asleep and rings it; with a
+ * spin most find it watching. Either way each runs, once.
+ */
+static void tasks_run_with_spin(const char *setting)
+{
+	agr_supplier *sup;
+	agr_scheduler *s;
+	struct probe p;
+	int i;
+
+	ck_assert_int_eq(setenv("AGR_IDLE_SPIN_US", setting, 1), 0);
+	sup = new_supplier(2);
+	s = lookup(sup, "Spin");
+	for (i = 0; i < 200; i++)
+		probe(s, (unsigned)i, &p);
+	agr_supplier_free(sup);
+	unsetenv("AGR_IDLE_SPIN_US");
+}
+
+START_TEST(idle_spin_is_set_by_the_environment)
+{
+	atomic_store(&spin_errors, 0);
+	agr_set_log_hook(count_spin_errors, NULL);
+	tasks_run_with_spin("0");
+	tasks_run_with_spin("1000");
+	ck_assert_int_eq(atomic_load(&spin_errors), 0);
+	/* A bad value is reported once per worker; the default applies. */
+	tasks_run_with_spin("abc");
+	ck_assert_int_eq(atomic_load(&spin_errors), 2);
+	agr_set_log_hook(NULL, NULL);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("worker");
@@ -640,6 +687,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, force_stop_cancels_inflight_io_before_stop_returns);
 	tcase_add_test(tc, task_schedules_tasks_from_a_worker);
 	tcase_add_test(tc, file_round_trip_on_the_worker);
+	tcase_add_test(tc, idle_spin_is_set_by_the_environment);
 	suite_add_tcase(s, tc);
 	return s;
 }
