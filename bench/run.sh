@@ -59,6 +59,10 @@ run() {
 for w in $only; do
 	case $w in
 	direct_read|journal) run "$w" -d "$data" ;;
+	# One worker: on a 2-CPU machine a paced producer and two workers
+	# oversubscribe the CPUs, and every engine's tail would measure the
+	# kernel's scheduler. More CPUs: BENCH_LATENCY_WORKERS.
+	latency) run "$w" -w "${BENCH_LATENCY_WORKERS:-1}" ;;
 	network)
 		echo "== network"
 		rm -f "$results/network.csv" # network.sh appends
