@@ -120,6 +120,7 @@
 #include <unistd.h>
 
 #include <aggring.h>
+#include <liburing.h>
 
 #include "resp.h"
 
@@ -424,6 +425,7 @@ struct journal {
 	struct batch *filling;	/* gathers the next batch */
 	struct batch *flushing; /* written and synced now; NULL if idle */
 	size_t written;		/* bytes of `flushing` written so far */
+	bool no_dsync;		/* RWF_DSYNC refused: write, then fdatasync */
 	bool kicked;		/* a journal_kick() task is queued */
 	agr_scheduler *sched;
 	unsigned worker;	/* the worker that owns this journal */
@@ -453,14 +455,30 @@ static void journal_init(struct journal *j, int fd, uint64_t offset,
 static void journal_written(int res, void *arg);
 static void journal_synced(int res, void *arg);
 
+/*
+ * Writes the rest of the batch in flight. One write with RWF_DSYNC is
+ * durable when it completes, like write + fdatasync but in one trip to
+ * the kernel's worker threads instead of two; where the kernel or file
+ * system refuses the flag, a write and then an fdatasync.
+ */
 static int journal_write_more(struct journal *j)
 {
 	struct batch *b = j->flushing;
+	const void *p = b->data.p + j->written;
+	unsigned len = (unsigned)(b->data.len - j->written);
+	uint64_t at = j->offset + j->written;
+	struct io_uring_sqe *sqe;
+	int ret;
 
-	return agr_io_write(agr_worker_current(), j->fd,
-			    b->data.p + j->written,
-			    (unsigned)(b->data.len - j->written),
-			    j->offset + j->written, journal_written, j);
+	if (j->no_dsync)
+		return agr_io_write(agr_worker_current(), j->fd, p, len, at,
+				    journal_written, j);
+	ret = agr_io_sqe(agr_worker_current(), journal_written, j, &sqe);
+	if (ret < 0)
+		return ret;
+	io_uring_prep_write(sqe, j->fd, p, len, at);
+	sqe->rw_flags = RWF_DSYNC;
+	return 0;
 }
 
 /* Makes the gathered batch the one in flight and writes it. */
@@ -555,6 +573,14 @@ static void journal_written(int res, void *arg)
 	struct journal *j = arg;
 	int ret;
 
+	if ((res == -EINVAL || res == -EOPNOTSUPP) && !j->no_dsync &&
+	    j->written == 0) {
+		j->no_dsync = true; /* RWF_DSYNC refused: the classic way */
+		ret = journal_write_more(j);
+		if (ret < 0)
+			journal_fail(j, ret);
+		return;
+	}
 	if (res <= 0) {
 		journal_fail(j, res < 0 ? res : -EIO);
 		return;
@@ -562,6 +588,8 @@ static void journal_written(int res, void *arg)
 	j->written += (size_t)res;
 	if (j->written < j->flushing->data.len)
 		ret = journal_write_more(j); /* a short write: go on */
+	else if (!j->no_dsync)
+		return journal_synced(0, j); /* RWF_DSYNC: durable already */
 	else
 		ret = agr_io_fsync(agr_worker_current(), j->fd,
 				   AGR_IO_DATASYNC, journal_synced, j);
