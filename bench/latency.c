@@ -134,7 +134,8 @@ struct run {
 static int nengines;
 
 /* The peers to run: all of peer_engines[], or those -p names. */
-static const struct peer_engine *peers[16];
+#define MAX_PEERS 16
+static const struct peer_engine *peers[MAX_PEERS];
 static int npeers;
 
 static void select_peers(const char *list)
@@ -458,7 +459,7 @@ static void report_load(int l, double rate, int runs,
 			double (*v)[METRICS][MAX_RUNS], struct lags *lag,
 			FILE *csv)
 {
-	struct bench_summary s[nengines][METRICS];
+	struct bench_summary s[MAX_PEERS + 1][METRICS];
 	char variant[16];
 	int e, m;
 
@@ -508,12 +509,10 @@ int main(int argc, char **argv)
 	while ((ch = getopt(argc, argv, "R:d:r:i:w:p:qo:")) != -1) {
 		switch (ch) {
 		case 'R':
-			peak = (double)bench_number(optarg, 1000, 1L << 34,
-						    usage);
+			peak = bench_number(optarg, 1000, 1L << 34, usage);
 			break;
 		case 'd':
-			dur_ms = (double)bench_number(optarg, 1, 3600000,
-						      usage);
+			dur_ms = bench_number(optarg, 1, 3600000, usage);
 			break;
 		case 'r':
 			runs = (int)bench_number(optarg, 1, MAX_RUNS, usage);
@@ -547,6 +546,10 @@ int main(int argc, char **argv)
 	v = calloc((size_t)nengines, sizeof(*v));
 	if (!c.names || !c.ring || !r || !v) {
 		fprintf(stderr, WORKLOAD ": out of memory\n");
+		free(v);
+		free(r);
+		free(c.ring);
+		free(c.names);
 		return 1;
 	}
 	for (i = 0; i < c.ids; i++)
@@ -558,7 +561,7 @@ int main(int argc, char **argv)
 	prctl(PR_SET_TIMERSLACK, 1UL); /* sleep to the microsecond */
 	bench_print_env(stdout, WORKLOAD);
 	c.groups = default_groups(c.workers);
-	if (!peak) {
+	if (peak <= 0) {
 		peak = measure_peak(&c, r, dur_ms >= 1000 ? 2000000 : 400000);
 		printf("%s: aggring's peak %.2f M msg/s (median of 3)\n",
 		       WORKLOAD, peak / 1e6);

@@ -588,9 +588,10 @@ static void journal_written(int res, void *arg)
 	j->written += (size_t)res;
 	if (j->written < j->flushing->data.len)
 		ret = journal_write_more(j); /* a short write: go on */
-	else if (!j->no_dsync)
-		return journal_synced(0, j); /* RWF_DSYNC: durable already */
-	else
+	else if (!j->no_dsync) {
+		journal_synced(0, j); /* RWF_DSYNC: durable already */
+		return;
+	} else
 		ret = agr_io_fsync(agr_worker_current(), j->fd,
 				   AGR_IO_DATASYNC, journal_synced, j);
 	if (ret < 0)
