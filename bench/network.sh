@@ -288,9 +288,9 @@ echo "network: INCRBY: redis-benchmark -c $clients -r $keys, $n_p1" \
 	"requests (P1), $n_p16 (P16); echo: $echo_conns connections," \
 	"$echo_size-byte messages, $echo_seconds s; $runs runs, servers" \
 	"alternating"
-echo "network: ledger_server replies only after write + fdatasync" \
-	"(post_entry -> journal_append; journal_written -> agr_io_fsync" \
-	"DATASYNC; journal_synced -> entry_durable sets the reply)"
+echo "network: ledger_server replies only once the event is durable" \
+	"(post_entry -> journal_append; a write with RWF_DSYNC, or write +" \
+	"fdatasync, -> journal_synced -> entry_durable sets the reply)"
 
 # ---- warm-up (not reported), then the rounds ----
 sent_ledger=0

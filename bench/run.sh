@@ -67,8 +67,10 @@ for w in $only; do
 		echo "== network"
 		rm -f "$results/network.csv" # network.sh appends
 		set +e
-		NETWORK_QUICK=$quick bash "$here/network.sh" "$build" "$results" "$runs"
+		NETWORK_QUICK=$quick bash "$here/network.sh" "$build" "$results" "$runs" \
+			>"$results/network.txt" 2>&1
 		rc=$?
+		cat "$results/network.txt"
 		set -e
 		case $rc in
 		0) ;;
