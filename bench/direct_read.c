@@ -40,13 +40,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <linux/magic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <aggring.h>
@@ -193,29 +191,11 @@ static agr_dispatcher *make_dispatcher(struct run *r, int workers)
 		.name = "bench",
 		.named_aggregate = { "bench", "Block" },
 		.parallelism = r->nslots,
-		.owns_supplier = true,
 		.on_complete = agr_completed,
 		.complete_arg = r,
 	};
-	agr_dispatcher *d;
-	agr_supplier *sup;
-	int ret;
 
-	ret = agr_supplier_new("bench", workers, &sup);
-	if (!ret) {
-		o.supplier = sup;
-		ret = agr_dispatcher_new(&o, &d);
-	}
-	if (!ret)
-		ret = agr_dispatcher_register(d, NULL, agr_read, NULL);
-	if (!ret)
-		ret = agr_dispatcher_start(d);
-	if (ret) {
-		fprintf(stderr, WORKLOAD ": aggring setup failed: %s\n",
-			agr_strerror(ret));
-		exit(ret == -ENOSYS || ret == -EPERM ? 77 : 1);
-	}
-	return d;
+	return bench_agr_start(WORKLOAD, workers, &o, agr_read, NULL);
 }
 
 /* ---- peers: pread in the handler ---- */
@@ -401,34 +381,10 @@ static bool have_fio(void)
 
 /* ---- the test file ---- */
 
-static bool on_memory_fs(const char *dir)
-{
-	struct statfs sf;
-
-	if (statfs(dir, &sf) < 0)
-		return false;
-	return sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC;
-}
-
 static const char *pick_dir(const char *asked)
 {
-	if (asked) {
-		if (on_memory_fs(asked)) {
-			fprintf(stderr, WORKLOAD ": %s is tmpfs/ramfs: "
-				"O_DIRECT reads need a disk filesystem (-d)\n",
-				asked);
-			exit(2);
-		}
-		return asked;
-	}
-	if (access("/var/tmp", W_OK) == 0 && !on_memory_fs("/var/tmp"))
-		return "/var/tmp";
-	if (on_memory_fs(".")) {
-		fprintf(stderr, WORKLOAD ": neither /var/tmp nor . is on a "
-			"disk filesystem; pass -d DIR\n");
-		exit(2);
-	}
-	return ".";
+	return bench_disk_dir(WORKLOAD, asked,
+			      "and O_DIRECT reads need a disk filesystem");
 }
 
 /* Creates DIR/FILE_NAME (1 GiB of random data) unless it is there. */

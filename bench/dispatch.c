@@ -143,42 +143,16 @@ static agr_dispatcher *make_dispatcher(int workers, int groups,
 		.name = "bench",
 		.named_aggregate = { "bench", "Order" },
 		.parallelism = groups,
-		.owns_supplier = true,
 		.on_complete = agr_completed,
 		.complete_arg = o,
 	};
-	agr_dispatcher *d = NULL;
-	agr_supplier *sup;
-	int ret;
 
-	ret = agr_supplier_new("bench", workers, &sup);
-	if (!ret) {
-		opt.supplier = sup;
-		ret = agr_dispatcher_new(&opt, &d);
-		if (ret)
-			agr_supplier_free(sup);
-	}
-	if (!ret)
-		ret = agr_dispatcher_register(d, NULL, agr_noop, NULL);
-	if (!ret)
-		ret = agr_dispatcher_start(d);
-	if (ret) {
-		fprintf(stderr, WORKLOAD ": aggring setup failed: %s\n",
-			agr_strerror(ret));
-		exit(ret == -ENOSYS || ret == -EPERM ? 77 : 1);
-	}
-	return d;
+	return bench_agr_start(WORKLOAD, workers, &opt, agr_noop, NULL);
 }
 
 static void free_dispatcher(agr_dispatcher *d)
 {
-	int ret = agr_dispatcher_stop_gracefully(d, 60ull * 1000000000ull);
-
-	if (ret) {
-		fprintf(stderr, WORKLOAD ": stop: %s\n", agr_strerror(ret));
-		exit(1);
-	}
-	agr_dispatcher_free(d);
+	bench_agr_stop(WORKLOAD, d);
 }
 
 static void send_agr(agr_dispatcher *d, struct item *items, long n,

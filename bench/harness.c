@@ -8,13 +8,14 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/statfs.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <aggring.h>
 
 uint64_t bench_now_ns(void)
 {
@@ -167,4 +168,73 @@ long bench_number(const char *arg, long min, long max, const char *usage)
 		exit(2);
 	}
 	return v;
+}
+
+agr_dispatcher *bench_agr_start(const char *workload, int workers,
+				agr_dispatcher_options *o, agr_handler_fn fn,
+				void *fn_arg)
+{
+	agr_dispatcher *d = NULL;
+	agr_supplier *sup;
+	int ret;
+
+	ret = agr_supplier_new("bench", workers, &sup);
+	if (!ret) {
+		o->supplier = sup;
+		o->owns_supplier = true;
+		ret = agr_dispatcher_new(o, &d);
+		if (ret)
+			agr_supplier_free(sup);
+	}
+	if (!ret)
+		ret = agr_dispatcher_register(d, NULL, fn, fn_arg);
+	if (!ret)
+		ret = agr_dispatcher_start(d);
+	if (ret) {
+		fprintf(stderr, "%s: aggring setup failed: %s\n", workload,
+			agr_strerror(ret));
+		exit(ret == -ENOSYS || ret == -EPERM ? 77 : 1);
+	}
+	return d;
+}
+
+void bench_agr_stop(const char *workload, agr_dispatcher *d)
+{
+	int ret = agr_dispatcher_stop_gracefully(d, 60ull * 1000000000ull);
+
+	if (ret) {
+		fprintf(stderr, "%s: stop: %s\n", workload, agr_strerror(ret));
+		exit(1);
+	}
+	agr_dispatcher_free(d);
+}
+
+static bool on_memory_fs(const char *dir)
+{
+	struct statfs sf;
+
+	if (statfs(dir, &sf) < 0)
+		return false;
+	return sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC;
+}
+
+const char *bench_disk_dir(const char *workload, const char *asked,
+			   const char *why)
+{
+	if (asked) {
+		if (on_memory_fs(asked)) {
+			fprintf(stderr, "%s: %s is tmpfs/ramfs, %s; use a disk "
+				"(-d)\n", workload, asked, why);
+			exit(2);
+		}
+		return asked;
+	}
+	if (access("/var/tmp", W_OK) == 0 && !on_memory_fs("/var/tmp"))
+		return "/var/tmp";
+	if (on_memory_fs(".")) {
+		fprintf(stderr, "%s: neither /var/tmp nor . is on a disk "
+			"filesystem; pass -d DIR\n", workload);
+		exit(2);
+	}
+	return ".";
 }

@@ -16,6 +16,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <aggring.h>
+
 uint64_t bench_now_ns(void);
 int bench_cpus(void);
 
@@ -66,6 +68,25 @@ void bench_order_wait(struct bench_order *o);
 /* Exits(1) naming engine if order or exactly-once broke. */
 void bench_order_verify(struct bench_order *o, const char *engine);
 void bench_order_destroy(struct bench_order *o);
+
+/*
+ * A started dispatcher on a supplier of its own (`workers` workers, 0:
+ * CPUs): *o's supplier is set here and owned by the dispatcher, `fn`
+ * handles every message type. Exits 77 when io_uring is unavailable and
+ * 1 on any other error, naming workload.
+ */
+agr_dispatcher *bench_agr_start(const char *workload, int workers,
+				agr_dispatcher_options *o, agr_handler_fn fn,
+				void *fn_arg);
+/* Stops d gracefully (exits 1 if that fails) and frees it. */
+void bench_agr_stop(const char *workload, agr_dispatcher *d);
+
+/*
+ * Where a workload's files go: `asked` (exits 2 if it is tmpfs or
+ * ramfs, saying `why` a disk is needed), else /var/tmp, else ".".
+ */
+const char *bench_disk_dir(const char *workload, const char *asked,
+			   const char *why);
 
 /* strtol with a range check; exits(2) with usage text on bad input. */
 long bench_number(const char *arg, long min, long max, const char *usage);

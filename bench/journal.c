@@ -49,13 +49,11 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <linux/magic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <aggring.h>
@@ -296,28 +294,13 @@ static void make_dispatcher(struct run *r, int sub)
 		.name = "bench",
 		.named_aggregate = { "bench", "Journal" },
 		.parallelism = sub * r->stride,
-		.owns_supplier = true,
 		.on_complete = agr_completed,
 		.complete_arg = r,
 		.group_key = agr_group,
 	};
-	agr_supplier *sup;
-	int ret;
 
-	ret = agr_supplier_new("bench", r->cfg->workers, &sup);
-	if (!ret) {
-		o.supplier = sup;
-		ret = agr_dispatcher_new(&o, &r->disp);
-	}
-	if (!ret)
-		ret = agr_dispatcher_register(r->disp, NULL, agr_append, r);
-	if (!ret)
-		ret = agr_dispatcher_start(r->disp);
-	if (ret) {
-		fprintf(stderr, WORKLOAD ": aggring setup failed: %s\n",
-			agr_strerror(ret));
-		exit(ret == -ENOSYS || ret == -EPERM ? 77 : 1);
-	}
+	r->disp = bench_agr_start(WORKLOAD, r->cfg->workers, &o, agr_append,
+				  r);
 	r->sched = agr_dispatcher_scheduler(r->disp);
 }
 
@@ -393,34 +376,9 @@ static void peer_append(struct peer_msg **msgs, int n, void *arg)
 
 /* ---- files ---- */
 
-static bool on_memory_fs(const char *dir)
-{
-	struct statfs sf;
-
-	if (statfs(dir, &sf) < 0)
-		return false;
-	return sf.f_type == TMPFS_MAGIC || sf.f_type == RAMFS_MAGIC;
-}
-
 static const char *pick_dir(const char *asked)
 {
-	if (asked) {
-		if (on_memory_fs(asked)) {
-			fprintf(stderr, WORKLOAD ": %s is tmpfs/ramfs, where "
-				"fdatasync costs nothing; use a disk (-d)\n",
-				asked);
-			exit(2);
-		}
-		return asked;
-	}
-	if (access("/var/tmp", W_OK) == 0 && !on_memory_fs("/var/tmp"))
-		return "/var/tmp";
-	if (on_memory_fs(".")) {
-		fprintf(stderr, WORKLOAD ": neither /var/tmp nor . is on a "
-			"disk filesystem; pass -d DIR\n");
-		exit(2);
-	}
-	return ".";
+	return bench_disk_dir(WORKLOAD, asked, "where fdatasync costs nothing");
 }
 
 static void journal_path(const struct config *c, int j, char *path,
