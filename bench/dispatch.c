@@ -72,27 +72,7 @@ static int npeers;
 
 static void select_peers(const char *list)
 {
-	const struct peer_engine *const *pe;
-	size_t len;
-
-	for (pe = peer_engines; *pe && npeers < 16; pe++) {
-		len = strlen((*pe)->name);
-		if (list) {
-			const char *at = strstr(list, (*pe)->name);
-
-			while (at && !((at == list || at[-1] == ',') &&
-				       (at[len] == ',' || !at[len])))
-				at = strstr(at + 1, (*pe)->name);
-			if (!at)
-				continue;
-		}
-		peers[npeers++] = *pe;
-	}
-	if (list && !npeers) {
-		fprintf(stderr, "no peer called %s in this build\n%s\n", list,
-			usage);
-		exit(2);
-	}
+	npeers = peer_select(list, peers, 16, usage);
 }
 static char batch_name[32];
 

@@ -7,6 +7,9 @@
 #include "peer.h"
 
 #include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 const struct peer_engine *const peer_engines[] = {
 	&peer_pthread,
@@ -18,3 +21,32 @@ const struct peer_engine *const peer_engines[] = {
 #endif
 	NULL,
 };
+
+/* True if `name` is one of the comma-separated words of list. */
+static int listed(const char *list, const char *name)
+{
+	size_t len = strlen(name);
+	const char *at = strstr(list, name);
+
+	while (at && !((at == list || at[-1] == ',') &&
+		       (at[len] == ',' || !at[len])))
+		at = strstr(at + 1, name);
+	return at != NULL;
+}
+
+int peer_select(const char *list, const struct peer_engine **out, int max,
+		const char *usage)
+{
+	const struct peer_engine *const *pe;
+	int n = 0;
+
+	for (pe = peer_engines; *pe && n < max; pe++)
+		if (!list || listed(list, (*pe)->name))
+			out[n++] = *pe;
+	if (list && !n) {
+		fprintf(stderr, "no peer called %s in this build\n%s\n", list,
+			usage);
+		exit(2);
+	}
+	return n;
+}

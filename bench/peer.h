@@ -52,4 +52,12 @@ extern const struct peer_engine peer_libuv;
 /* The peers this build has, NULL-terminated. */
 extern const struct peer_engine *const peer_engines[];
 
+/*
+ * Fills out[0..max) with the peers named in `list` (comma-separated),
+ * or all of them if list is NULL; returns how many. Exits(2), printing
+ * usage, if list names none this build has.
+ */
+int peer_select(const char *list, const struct peer_engine **out, int max,
+		const char *usage);
+
 #endif /* BENCH_PEER_H */
