@@ -220,7 +220,7 @@ printf ' %-16s queue p50/p99 %s/%s ms, processing p50/p99 %s/%s ms\n' \
 	'server /metrics' "$queue_p50" "$queue_p99" "$proc_p50" "$proc_p99"
 echo
 echo " every INCRBY/DECRBY was answered only after its event was durable"
-echo " (journal write + fdatasync, group commit):"
+echo " (one RWF_DSYNC journal write per batch of events: group commit):"
 printf '   %s events journaled in %s fdatasyncs, %s per fdatasync\n' \
 	"$events" "$syncs" "$(awk -v e="$events" -v s="$syncs" \
 	'BEGIN { printf "%.1f", s ? e / s : 0 }')"
