@@ -493,7 +493,15 @@ static bool spin_for_work(struct agr_worker *w)
 		/* A pause takes tens of ns: look at the clock now and then. */
 		if (!(i & 3) && agr__now_ns() >= deadline)
 			return false;
-		agr__cpu_relax();
+		/*
+		 * Now and then give the CPU to whoever else can run: on a
+		 * small machine that is often the producer we wait for,
+		 * and a spinner that never yields starves it.
+		 */
+		if (!(i & 15))
+			sched_yield();
+		else
+			agr__cpu_relax();
 	}
 }
 
