@@ -45,16 +45,22 @@ for csv in "$dir"/*.csv; do
 			}' "$csv" >"$dat" 2>"$dat.unit"
 		unit=$(cat "$dat.unit")
 		engines=$(head -1 "$dat" | awk '{ print (NF - 1) / 3 }')
+		# Latencies span decades (a p50 of 1 us, a stalled peer's
+		# 300 ms): a log scale keeps the small ones visible.
+		case $unit in
+		us|ms) scale="set logscale y; set yrange [*:*]" ;;
+		*) scale="set yrange [0:*]" ;;
+		esac
 		gnuplot <<-GP
 			set terminal pngcairo size 900,500 font "sans,10"
 			set output "$dir/$workload-$metric.png"
-			set title "$workload: $metric (median of runs; bars: min..max)"
+			set title "$workload: $metric (median of runs; bars: min..max)" noenhanced
 			set ylabel "$unit"
 			set style data histogram
 			set style histogram errorbars gap 1 lw 1
 			set style fill solid 0.7 border -1
-			set key outside right top
-			set yrange [0:*]
+			set key outside right top noenhanced
+			$scale
 			set grid ytics
 			plot for [i=0:$engines-1] "$dat" using (column(2+3*i)):(column(3+3*i)):(column(4+3*i)):xtic(1) title columnhead(2+3*i)
 		GP
