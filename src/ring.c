@@ -24,10 +24,15 @@
 #define IORING_MSG_DATA 0
 #endif
 
+/*
+ * TASKRUN_FLAG: the kernel raises IORING_SQ_TASKRUN when completions wait
+ * for a trip into it, so a spinning worker knows when to make one.
+ */
 static const unsigned setup_ladder[] = {
 	IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN |
+		IORING_SETUP_TASKRUN_FLAG | IORING_SETUP_SUBMIT_ALL,
+	IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG |
 		IORING_SETUP_SUBMIT_ALL,
-	IORING_SETUP_COOP_TASKRUN | IORING_SETUP_SUBMIT_ALL,
 	IORING_SETUP_SUBMIT_ALL,
 	0,
 };

@@ -456,7 +456,8 @@ static void sleep_in_kernel(struct agr_worker *w)
  * Watches for work for up to w->idle_spin_ns before sleeping; true if work
  * (or a stop) showed up. The bell stays rung meanwhile, so producers
  * push without ringing. Completions of I/O need a trip to the kernel to
- * show (DEFER_TASKRUN), so they wait for the sleep, at most this long.
+ * show (DEFER_TASKRUN); the kernel flags them (TASKRUN_FLAG) and the
+ * spin makes the trip at once.
  */
 /* AGR_IDLE_SPIN_US, read as each worker starts. */
 static uint64_t read_idle_spin_ns(void)
@@ -478,17 +479,30 @@ static uint64_t read_idle_spin_ns(void)
 	return (uint64_t)us * 1000u;
 }
 
+static void poll_kernel(struct agr_worker *w);
+
+/* Completions are ready, or wait in the kernel for a trip to it. */
+static bool io_done(struct agr_worker *w)
+{
+	if (io_uring_cq_ready(&w->ring))
+		return true;
+	if (!(IO_URING_READ_ONCE(*w->ring.sq.kflags) & IORING_SQ_TASKRUN))
+		return false;
+	poll_kernel(w);
+	return true;
+}
+
 static bool spin_for_work(struct agr_worker *w)
 {
 	uint64_t deadline;
 	unsigned i;
 
 	if (w->idle_spin_ns == 0)
-		return must_wake(w) || io_uring_cq_ready(&w->ring);
+		return must_wake(w) || io_done(w);
 	deadline = agr__now_ns() + w->idle_spin_ns;
 
 	for (i = 1;; i++) {
-		if (must_wake(w) || io_uring_cq_ready(&w->ring))
+		if (must_wake(w) || io_done(w))
 			return true;
 		/* A pause takes tens of ns: look at the clock now and then. */
 		if (!(i & 3) && agr__now_ns() >= deadline)
