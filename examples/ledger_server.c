@@ -10,7 +10,7 @@
  *
  *   ledger_server [--port P] [--dir DIR] [--workers N] [--groups G]
  *                 [--shutdown-timeout SECONDS] [--metrics-port P]
- *                 [--watchdog-ms N]
+ *                 [--watchdog-ms N] [--journal-io direct|buffered]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
@@ -50,13 +50,16 @@
  * needed, and the reply travels back to the connection's worker with
  * agr_scheduler_schedule().
  *
- * Group commit. All groups of a worker append to that worker's journal
- * file (journal-W.log). A journal has one write-then-fdatasync in
- * flight at a time; records appended meanwhile gather in the next
- * batch, which starts once the current one is durable, at the end of
- * the worker's turn so that every group woken by the last fdatasync
- * adds its record first. Under load one fdatasync makes many events
- * durable. One group holds one event in flight (an account's events
+ * Group commit (ledger_journal.h). All groups of a worker append to
+ * that worker's journal file (journal-W.log). A journal has one durable
+ * write in flight at a time; records appended meanwhile gather in the
+ * next batch, which starts once the current one is durable, at the end
+ * of the worker's turn so that every group woken by the last write
+ * adds its record first. Under load one durable write makes many
+ * events durable. By default the journal writes whole blocks with
+ * O_DIRECT into zeros it wrote ahead, so that a batch costs one write
+ * and one cache flush and no kernel worker thread; --journal-io
+ * buffered goes through the page cache instead. One group holds one event in flight (an account's events
  * are serial), so a batch holds at most one event per group: hence
  * --groups defaults to 4096, far above the library's CPU-based default.
  * Since a batch is written only after the previous one is durable, a
@@ -73,8 +76,10 @@
  * CRC-32 of what precedes it on the line in 8 hex digits. A restart
  * sums each account's amounts over every journal in DIR, so replay does
  * not depend on the worker or group count; in each file it stops at the
- * first line that is incomplete or fails its CRC (the torn tail) and
- * cuts the file there before appending.
+ * first line that is incomplete or fails its CRC. What follows must be
+ * the zeros a direct journal wrote ahead; anything else is a torn
+ * batch, cut off with everything after it before the journal is
+ * written again, so that no record of it can count later.
  *
  * Stopping. SIGTERM or SIGINT: stop accepting, let every connection
  * answer the requests it has read and close, let the dispatcher finish
@@ -122,6 +127,7 @@
 #include <aggring.h>
 #include <liburing.h>
 
+#include "ledger_journal.h"
 #include "resp.h"
 
 #define KEY_MAX 128
@@ -130,7 +136,6 @@
 #define PENDING_MAX 1024	   /* requests in flight per connection */
 #define IN_BUF_MIN (16 * 1024)
 #define IN_BUF_MAX (1024 * 1024)   /* the largest request accepted */
-#define BATCH_BUF_MIN (64 * 1024)
 #define ACCEPT_BACKOFF_NS 100000000ull /* out of descriptors: retry in */
 #define LINGER_NS 1000000000ull	      /* a closing peer gets this long */
 
@@ -147,6 +152,7 @@ struct config {
 	double shutdown_timeout;
 	bool verify;
 	const char *dump;
+	enum journal_io journal_io;
 };
 
 /* ---- small helpers ---- */
@@ -402,241 +408,6 @@ static void accounts_free(struct accounts *t)
 	free(t->slots);
 }
 
-/* ---- the journal: group commit on one worker ---- */
-
-/* Someone waiting for records to become durable. */
-struct commit_wait {
-	struct commit_wait *next;
-	void (*durable)(struct commit_wait *w, int status);
-};
-
-struct batch {
-	struct buf data;
-	struct commit_wait *head, **tail;
-	unsigned count;
-};
-
-/* A worker's journal file; touched only by that worker's thread. */
-struct journal {
-	int fd;
-	int error;	 /* sticky: once a write or sync failed */
-	uint64_t offset; /* end of what is durable */
-	struct batch batches[2];
-	struct batch *filling;	/* gathers the next batch */
-	struct batch *flushing; /* written and synced now; NULL if idle */
-	size_t written;		/* bytes of `flushing` written so far */
-	bool no_dsync;		/* RWF_DSYNC refused: write, then fdatasync */
-	bool kicked;		/* a journal_kick() task is queued */
-	agr_scheduler *sched;
-	unsigned worker;	/* the worker that owns this journal */
-	uint64_t events, syncs, bytes;
-};
-
-static void batch_reset(struct batch *b)
-{
-	b->data.len = 0;
-	b->head = NULL;
-	b->tail = &b->head;
-	b->count = 0;
-}
-
-static void journal_init(struct journal *j, int fd, uint64_t offset,
-			 agr_scheduler *sched, unsigned worker)
-{
-	j->fd = fd;
-	j->offset = offset;
-	j->sched = sched;
-	j->worker = worker;
-	batch_reset(&j->batches[0]);
-	batch_reset(&j->batches[1]);
-	j->filling = &j->batches[0];
-}
-
-static void journal_written(int res, void *arg);
-static void journal_synced(int res, void *arg);
-
-/*
- * Writes the rest of the batch in flight. One write with RWF_DSYNC is
- * durable when it completes, like write + fdatasync but in one trip to
- * the kernel's worker threads instead of two; where the kernel or file
- * system refuses the flag, a write and then an fdatasync.
- */
-static int journal_write_more(struct journal *j)
-{
-	struct batch *b = j->flushing;
-	const void *p = b->data.p + j->written;
-	unsigned len = (unsigned)(b->data.len - j->written);
-	uint64_t at = j->offset + j->written;
-	struct io_uring_sqe *sqe;
-	int ret;
-
-	if (j->no_dsync)
-		return agr_io_write(agr_worker_current(), j->fd, p, len, at,
-				    journal_written, j);
-	ret = agr_io_sqe(agr_worker_current(), journal_written, j, &sqe);
-	if (ret < 0)
-		return ret;
-	io_uring_prep_write(sqe, j->fd, p, len, at);
-	sqe->rw_flags = RWF_DSYNC;
-	return 0;
-}
-
-/* Makes the gathered batch the one in flight and writes it. */
-static int journal_start(struct journal *j)
-{
-	j->flushing = j->filling;
-	j->filling = j->filling == &j->batches[0] ? &j->batches[1] :
-						    &j->batches[0];
-	j->written = 0;
-	return journal_write_more(j);
-}
-
-static void journal_kick(void *arg);
-
-/*
- * Starts the gathered batch at the end of this turn of the worker's
- * loop rather than now: the kick task queues behind the groups that are
- * ready to run, so each of them adds its record first. Starting at once
- * would send the first record alone and make the rest wait a whole
- * fdatasync for the next batch.
- */
-static void journal_schedule(struct journal *j)
-{
-	if (j->kicked || j->flushing || j->filling->count == 0)
-		return;
-	j->kicked = true;
-	if (agr_scheduler_schedule(j->sched, j->worker, journal_kick, j) < 0)
-		journal_kick(j); /* the scheduler is stopping: go now */
-}
-
-/* Fails every waiter of `b`, detached first: a waiter may append. */
-static void journal_fail_batch(struct journal *j, struct batch *b)
-{
-	struct commit_wait *w = b->head, *next;
-
-	batch_reset(b);
-	for (; w; w = next) {
-		next = w->next;
-		w->durable(w, j->error);
-	}
-}
-
-static void journal_kick(void *arg)
-{
-	struct journal *j = arg;
-	int ret;
-
-	j->kicked = false;
-	if (j->flushing || j->filling->count == 0)
-		return;
-	if (j->error) {
-		journal_fail_batch(j, j->filling);
-		return;
-	}
-	ret = journal_start(j);
-	if (ret < 0) {
-		struct batch *b = j->flushing;
-
-		j->error = ret;
-		j->flushing = NULL;
-		journal_fail_batch(j, b);
-	}
-}
-
-/* The batch in flight is over: tell its waiters, then start the next. */
-static void journal_finish(struct journal *j, int status)
-{
-	struct commit_wait *w = j->flushing->head, *next;
-
-	batch_reset(j->flushing);
-	j->flushing = NULL;
-	for (; w; w = next) {
-		next = w->next;
-		w->durable(w, status);
-	}
-	if (j->error)
-		journal_fail_batch(j, j->filling);
-	else
-		journal_schedule(j);
-}
-
-static void journal_fail(struct journal *j, int err)
-{
-	fprintf(stderr, "ledger_server: journal write failed: %s; "
-		"no more events are accepted\n", strerror(-err));
-	j->error = err;
-	journal_finish(j, err);
-}
-
-static void journal_written(int res, void *arg)
-{
-	struct journal *j = arg;
-	int ret;
-
-	if ((res == -EINVAL || res == -EOPNOTSUPP) && !j->no_dsync &&
-	    j->written == 0) {
-		j->no_dsync = true; /* RWF_DSYNC refused: the classic way */
-		ret = journal_write_more(j);
-		if (ret < 0)
-			journal_fail(j, ret);
-		return;
-	}
-	if (res <= 0) {
-		journal_fail(j, res < 0 ? res : -EIO);
-		return;
-	}
-	j->written += (size_t)res;
-	if (j->written < j->flushing->data.len)
-		ret = journal_write_more(j); /* a short write: go on */
-	else if (!j->no_dsync) {
-		journal_synced(0, j); /* RWF_DSYNC: durable already */
-		return;
-	} else
-		ret = agr_io_fsync(agr_worker_current(), j->fd,
-				   AGR_IO_DATASYNC, journal_synced, j);
-	if (ret < 0)
-		journal_fail(j, ret);
-}
-
-static void journal_synced(int res, void *arg)
-{
-	struct journal *j = arg;
-
-	if (res < 0) {
-		/* After a failed fsync the page cache cannot be trusted. */
-		journal_fail(j, res);
-		return;
-	}
-	j->offset += j->flushing->data.len;
-	j->bytes += j->flushing->data.len;
-	j->events += j->flushing->count;
-	j->syncs++;
-	journal_finish(j, 0);
-}
-
-/*
- * Queues a record; w->durable() runs later, on this worker, once the
- * record is durable (status 0) or cannot become so (an error). Returns
- * 0, or the journal's sticky error, and then w is never called.
- */
-static int journal_append(struct journal *j, const char *rec, size_t len,
-			  struct commit_wait *w)
-{
-	struct batch *b = j->filling;
-
-	if (j->error)
-		return j->error;
-	buf_reserve(&b->data, len, BATCH_BUF_MIN);
-	memcpy(b->data.p + b->data.len, rec, len);
-	b->data.len += len;
-	w->next = NULL;
-	*b->tail = w;
-	b->tail = &w->next;
-	b->count++;
-	journal_schedule(j);
-	return 0;
-}
-
 /* ---- the server ---- */
 
 struct conn;
@@ -685,6 +456,9 @@ struct server {
 
 	uint64_t replayed_events, replayed_accounts;
 	unsigned replayed_journals;
+	uint64_t *journal_ends; /* [njournal_ends]: from replay */
+	unsigned njournal_ends;
+	unsigned journals_direct; /* journals that could use O_DIRECT */
 };
 
 enum op { OP_GET, OP_DEPOSIT, OP_WITHDRAW };
@@ -1817,6 +1591,8 @@ struct replay {
 	bool repair; /* cut torn tails (a server), or only report (verify) */
 	unsigned journals;
 	uint64_t events, torn_bytes;
+	uint64_t *ends; /* [nends]: journal-I.log's whole records end here */
+	unsigned nends;
 };
 
 /* Applies one journal; returns the length of its valid prefix. */
@@ -1845,13 +1621,50 @@ static uint64_t replay_file(struct replay *r, FILE *f, const char *name)
 	return valid;
 }
 
-static bool is_journal_name(const char *name)
+/* Whether `name` is journal-I.log; sets *idx to I. */
+static bool is_journal_name(const char *name, unsigned *idx)
 {
-	unsigned idx;
 	int end = 0;
 
-	return sscanf(name, "journal-%u.log%n", &idx, &end) == 1 &&
-	       end > 0 && name[end] == '\0';
+	return sscanf(name, "journal-%u.log%n", idx, &end) == 1 &&
+	       end > 0 && name[end] == '\0' && *idx < 1u << 20;
+}
+
+/* Remembers where journal-idx.log's records end, for open_journals(). */
+static void replay_keep_end(struct replay *r, unsigned idx, uint64_t end)
+{
+	if (idx >= r->nends) {
+		r->ends = xrealloc(r->ends, (idx + 1) * sizeof(*r->ends));
+		memset(r->ends + r->nends, 0,
+		       (idx + 1 - r->nends) * sizeof(*r->ends));
+		r->nends = idx + 1;
+	}
+	r->ends[idx] = end;
+}
+
+/*
+ * What follows the whole records of a journal: nothing, the zeros a
+ * direct journal writes ahead (kept), or a torn batch, never
+ * acknowledged since its write never completed: reported, and cut off
+ * when repairing, zeros after it included, so that no record of it can
+ * ever count.
+ */
+static void replay_tail(struct replay *r, FILE *f, const char *path,
+			uint64_t valid, uint64_t size)
+{
+	int zeros = journal_zeros_after(fileno(f), valid, size);
+
+	if (zeros < 0)
+		die("%s: %s", path, strerror(-zeros));
+	if (zeros)
+		return;
+	fprintf(stderr, "ledger_server: %s: %" PRIu64
+		" bytes after the last whole record %s\n", path, size - valid,
+		r->repair ? "cut off" : "(a torn write)");
+	r->torn_bytes += size - valid;
+	if (r->repair && (ftruncate(fileno(f), (off_t)valid) < 0 ||
+			  fdatasync(fileno(f)) < 0))
+		die("%s: %s", path, strerror(errno));
 }
 
 static void replay_dir(struct replay *r, const char *dir)
@@ -1865,9 +1678,10 @@ static void replay_dir(struct replay *r, const char *dir)
 		char path[PATH_MAX];
 		uint64_t valid;
 		struct stat st;
+		unsigned idx;
 		FILE *f;
 
-		if (!is_journal_name(e->d_name))
+		if (!is_journal_name(e->d_name, &idx))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
 		f = fopen(path, r->repair ? "r+" : "r");
@@ -1875,18 +1689,9 @@ static void replay_dir(struct replay *r, const char *dir)
 			die("%s: %s", path, strerror(errno));
 		valid = replay_file(r, f, path);
 		r->journals++;
-		if ((uint64_t)st.st_size > valid) {
-			/* Never acknowledged: its fdatasync never returned. */
-			fprintf(stderr, "ledger_server: %s: %" PRIu64
-				" bytes after the last whole record %s\n",
-				path, (uint64_t)st.st_size - valid,
-				r->repair ? "cut off" : "(a torn write)");
-			r->torn_bytes += (uint64_t)st.st_size - valid;
-			if (r->repair &&
-			    (ftruncate(fileno(f), (off_t)valid) < 0 ||
-			     fdatasync(fileno(f)) < 0))
-				die("%s: %s", path, strerror(errno));
-		}
+		if ((uint64_t)st.st_size > valid)
+			replay_tail(r, f, path, valid, (uint64_t)st.st_size);
+		replay_keep_end(r, idx, valid);
 		fclose(f);
 	}
 	closedir(d);
@@ -1952,6 +1757,7 @@ static int verify(const struct config *cfg)
 	for (g = 0; g < r.ngroups; g++)
 		accounts_free(&r.tables[g]);
 	free(r.tables);
+	free(r.ends);
 	return negative ? 1 : 0;
 }
 
@@ -1977,17 +1783,18 @@ static void open_journals(struct server *srv)
 	int dfd;
 
 	for (i = 0; i < srv->nworkers; i++) {
+		struct journal *j = &srv->wctx[i].journal;
+		uint64_t end = i < srv->njournal_ends ? srv->journal_ends[i] : 0;
 		char path[PATH_MAX];
-		struct stat st;
-		int fd;
+		int ret;
 
 		snprintf(path, sizeof(path), "%s/journal-%u.log", srv->cfg.dir,
 			 i);
-		fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-		if (fd < 0 || fstat(fd, &st) < 0)
-			die("%s: %s", path, strerror(errno));
-		journal_init(&srv->wctx[i].journal, fd, (uint64_t)st.st_size,
-			     srv->sched, i);
+		ret = journal_open(j, path, end, srv->cfg.journal_io,
+				   srv->sched, i);
+		if (ret < 0)
+			die("%s: %s", path, strerror(-ret));
+		srv->journals_direct += j->direct;
 	}
 	/* The new files' names must be durable too. */
 	dfd = open(srv->cfg.dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -2064,6 +1871,8 @@ static void replay_into_groups(struct server *srv)
 	srv->tables = xcalloc((size_t)srv->ngroups, sizeof(*srv->tables));
 	r.tables = srv->tables;
 	replay_dir(&r, srv->cfg.dir);
+	srv->journal_ends = r.ends;
+	srv->njournal_ends = r.nends;
 	srv->replayed_journals = r.journals;
 	srv->replayed_events = r.events;
 	srv->replayed_accounts =
@@ -2209,13 +2018,9 @@ static void free_server(struct server *srv)
 	unsigned i;
 	int g;
 
-	for (i = 0; i < srv->nworkers; i++) {
-		struct journal *j = &srv->wctx[i].journal;
-
-		close(j->fd);
-		buf_free(&j->batches[0].data);
-		buf_free(&j->batches[1].data);
-	}
+	for (i = 0; i < srv->nworkers; i++)
+		journal_close(&srv->wctx[i].journal);
+	free(srv->journal_ends);
 	for (g = 0; g < srv->ngroups; g++)
 		accounts_free(&srv->tables[g]);
 	free(srv->tables);
@@ -2270,6 +2075,11 @@ static int serve(struct server *srv)
 	       " events from %u journals: %" PRIu64 " accounts\n",
 	       srv->nworkers, srv->ngroups, srv->replayed_events,
 	       srv->replayed_journals, srv->replayed_accounts);
+	printf("ledger_server: journal I/O %s\n",
+	       srv->journals_direct == srv->nworkers ? "direct (O_DIRECT)" :
+	       srv->cfg.journal_io == JOURNAL_IO_BUFFERED ?
+						       "buffered" :
+						       "buffered (O_DIRECT refused here)");
 	if (srv->cfg.metrics_port >= 0)
 		printf("metrics on 127.0.0.1:%d\n", metrics_port);
 	printf("listening on 127.0.0.1:%d\n", port);
@@ -2296,10 +2106,12 @@ static void usage(void)
 		"[--groups G]\n"
 		"                     [--shutdown-timeout SECONDS] "
 		"[--metrics-port P]\n"
-		"                     [--watchdog-ms N]\n"
+		"                     [--watchdog-ms N] "
+		"[--journal-io direct|buffered]\n"
 		"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
 		"--groups 4096\n"
-		"            --shutdown-timeout 10, no metrics, no watchdog\n"
+		"            --shutdown-timeout 10, no metrics, no watchdog, "
+		"--journal-io direct\n"
 		"       ledger_server --verify [--dir DIR] [--dump FILE]\n");
 	exit(2);
 }
@@ -2328,6 +2140,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "watchdog-ms", required_argument, NULL, 'W' },
 		{ "verify", no_argument, NULL, 'v' },
 		{ "dump", required_argument, NULL, 'D' },
+		{ "journal-io", required_argument, NULL, 'j' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -2343,7 +2156,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 	*c = (struct config){ .port = 6380, .dir = "ledger-data",
 			      .groups = 4096, .shutdown_timeout = 10.0,
 			      .metrics_port = -1 };
-	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:h", opts,
+	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p': c->port = (int)number(optarg, 0, 65535); break;
@@ -2360,6 +2173,14 @@ static void parse_options(int argc, char **argv, struct config *c)
 		case 'W': c->watchdog_ms = number(optarg, 1, 3600000); break;
 		case 'v': c->verify = true; break;
 		case 'D': c->dump = optarg; break;
+		case 'j':
+			if (strcmp(optarg, "direct") == 0)
+				c->journal_io = JOURNAL_IO_DIRECT;
+			else if (strcmp(optarg, "buffered") == 0)
+				c->journal_io = JOURNAL_IO_BUFFERED;
+			else
+				usage();
+			break;
 		default: usage();
 		}
 	}

@@ -2,8 +2,9 @@
 # End-to-end runs of the examples at small sizes: journal, echo_server,
 # and ledger_server driven by ledger_load, with clients that vanish
 # mid-request, GET /metrics, a graceful stop, an offline check of the
-# journals, a torn journal tail, and a restart that must serve the same
-# balances.
+# journals, a torn journal batch, a restart that must serve the same
+# balances, both journal I/O modes on the same files, and a journal that
+# outgrows the zeros it wrote ahead.
 #
 # Run by `make check` (top_builddir and top_srcdir set), or by hand from
 # the build directory. Exit 0 pass, 1 fail, 77 skip (no io_uring).
@@ -199,8 +200,36 @@ step "the journals hold exactly the acknowledged balances"
 	fail "verify"
 same_balances "$tmp/dump1" "$tmp/expected" || fail "journal != expected"
 
-step "a torn journal tail is cut off on restart"
-printf 'acct:1 +5 00' >>"$data/journal-1.log"
+# data_end FILE: the bytes before the zeros a direct journal writes
+# ahead (records never hold a NUL byte).
+data_end() {
+	tr -d '\000' <"$1" | wc -c
+}
+
+if grep -q '^ledger_server: journal I/O direct' "$tmp/server1.log"; then
+	step "a direct journal writes zeros ahead, not counted as torn"
+	size=$(wc -c <"$data/journal-0.log")
+	[ "$size" -ge 4194304 ] ||
+		fail "journal-0.log holds $size bytes: no zeros ahead"
+	[ "$(data_end "$data/journal-0.log")" -lt "$size" ] ||
+		fail "journal-0.log: no zeros after the records"
+	"$ex/ledger_server" --verify --dir "$data" >"$tmp/verify1" ||
+		fail "verify"
+	grep -q ' 0 torn bytes: OK$' "$tmp/verify1" ||
+		fail "zeros ahead taken for a torn write: $(cat "$tmp/verify1")"
+fi
+
+step "a torn batch is cut off on restart, with the records after it"
+# A crash mid-batch: a record cut short where the records end, and a
+# whole record (valid CRC) two blocks on that the same batch wrote. It
+# was never acknowledged, so it must not count, now or later.
+j1=$data/journal-1.log
+end=$(data_end "$j1")
+stale=$(head -n 1 "$j1")
+printf 'acct:1 +5 00' |
+	dd of="$j1" bs=1 seek="$end" conv=notrunc 2>/dev/null
+printf '%s\n' "$stale" |
+	dd of="$j1" bs=1 seek=$((end + 8192)) conv=notrunc 2>/dev/null
 start_server "$tmp/server2.log" "$ex/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64
 grep -q 'cut off' "$tmp/server2.log" || fail "torn tail not reported"
@@ -219,4 +248,42 @@ stop_server "$tmp/server2.log"
 "$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump2" ||
 	fail "verify after restart"
 same_balances "$tmp/dump2" "$tmp/expected2" || fail "journal != expected"
+
+step "--journal-io buffered on the same journals: writes after the records"
+start_server "$tmp/server3.log" "$ex/ledger_server" --port 0 --dir "$data" \
+	--workers 2 --groups 64 --journal-io buffered
+grep -q '^ledger_server: journal I/O buffered$' "$tmp/server3.log" ||
+	fail "no 'journal I/O buffered' line"
+"$ex/ledger_load" --port "$port" --check "$tmp/expected2" ||
+	fail "balances in buffered mode"
+"$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
+	--accounts 40 --pipeline 4 --seed 5 --expect-out "$tmp/expected3" ||
+	fail "ledger_load in buffered mode"
+stop_server "$tmp/server3.log"
+"$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump3" ||
+	fail "verify after buffered mode"
+same_balances "$tmp/dump3" "$tmp/expected3" || fail "journal != expected"
+
+step "one worker, more records than the first zeros: it writes more"
+# Less than 2 MiB left ahead starts the next 4 MiB of zeros: some
+# 130000 records of about 22 bytes pass that in one journal.
+data4=$tmp/ledger4
+start_server "$tmp/server4.log" "$ex/ledger_server" --port 0 \
+	--dir "$data4" --workers 1 --groups 256
+"$ex/ledger_load" --port "$port" --requests 150000 --connections 16 \
+	--accounts 1000 --pipeline 16 --seed 6 --expect-out "$tmp/expected4" \
+	>"$tmp/load4.log" 2>&1 || { cat "$tmp/load4.log" >&2; fail "ledger_load"; }
+stop_server "$tmp/server4.log"
+"$ex/ledger_server" --verify --dir "$data4" --dump "$tmp/dump4" \
+	>"$tmp/verify4" || fail "verify"
+cat "$tmp/verify4"
+grep -q ' 0 torn bytes: OK$' "$tmp/verify4" || fail "verify: torn bytes"
+same_balances "$tmp/dump4" "$tmp/expected4" || fail "journal != expected"
+if grep -q '^ledger_server: journal I/O direct' "$tmp/server4.log"; then
+	size=$(wc -c <"$data4/journal-0.log")
+	end=$(data_end "$data4/journal-0.log")
+	[ "$end" -gt 2097152 ] || fail "only $end bytes of records"
+	[ "$size" -ge 8388608 ] ||
+		fail "journal-0.log: $size bytes, $end of records: no more zeros"
+fi
 echo "PASS"

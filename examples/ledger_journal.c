@@ -1,0 +1,482 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_journal.c - group commit of ledger_server's records; see
+ * ledger_journal.h for the file's layout and the two ways to the disk.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "ledger_journal.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <liburing.h>
+
+#define BATCH_MIN (64 * 1024)
+
+/*
+ * The zeros a direct journal writes ahead, shared by every journal:
+ * opened and closed on the main thread, only read by the workers.
+ */
+static char *zeros;
+static unsigned zeros_users;
+
+static uint64_t round_down(uint64_t n)
+{
+	return n & ~(uint64_t)(JOURNAL_BLOCK - 1);
+}
+
+static uint64_t round_up(uint64_t n)
+{
+	return round_down(n + JOURNAL_BLOCK - 1);
+}
+
+static void batch_reset(struct journal_batch *b)
+{
+	b->len = 0;
+	b->head = NULL;
+	b->tail = &b->head;
+	b->count = 0;
+}
+
+static void journal_written(int res, void *arg);
+static void journal_synced(int res, void *arg);
+static void journal_schedule(struct journal *j);
+
+/* ---- zeros ahead of the records (direct only) ---- */
+
+static void zero_filled(int res, void *arg);
+
+/* A zero fill failed: batches past `zeroed` extend the file instead. */
+static void zero_fill_over(struct journal *j)
+{
+	j->zeroing = false;
+	if (j->waiting) {
+		j->waiting = false;
+		journal_schedule(j);
+	}
+}
+
+static void zero_written(int res, void *arg)
+{
+	struct journal *j = arg;
+
+	if (res != (int)JOURNAL_ZERO_CHUNK ||
+	    agr_io_fsync(agr_worker_current(), j->fd, AGR_IO_DATASYNC,
+			 zero_filled, j) < 0)
+		zero_fill_over(j);
+}
+
+static void zero_filled(int res, void *arg)
+{
+	struct journal *j = arg;
+
+	if (res == 0) {
+		j->zeroed = j->zero_at + JOURNAL_ZERO_CHUNK;
+		j->zero_fills++;
+	}
+	zero_fill_over(j);
+}
+
+/*
+ * Writes the next chunk of zeros once less than JOURNAL_ZERO_LOW is
+ * left ahead of the records; between batches only, so that it starts
+ * past any block a batch wrote, on a block boundary at or after
+ * `zeroed`, where no batch writes until it is over (journal_kick).
+ */
+static void zero_fill_maybe(struct journal *j)
+{
+	if (!j->direct || j->zeroing || j->error || j->flushing ||
+	    j->zeroed >= j->offset + JOURNAL_ZERO_LOW)
+		return;
+	j->zero_at = round_up(j->zeroed > j->offset ? j->zeroed : j->offset);
+	if (agr_io_write(agr_worker_current(), j->fd, zeros,
+			 JOURNAL_ZERO_CHUNK, j->zero_at, zero_written, j) == 0)
+		j->zeroing = true;
+}
+
+/* ---- batches ---- */
+
+/* The bytes the write in flight must cover. */
+static size_t write_size(const struct journal *j)
+{
+	return j->direct ? j->staged : j->flushing->len;
+}
+
+/*
+ * Direct: lays out the batch in flight as whole blocks, after the
+ * records it shares its first block with, padded with zeros.
+ */
+static int stage_batch(struct journal *j)
+{
+	const struct journal_batch *b = j->flushing;
+	size_t len = j->tail_len + b->len, size = round_up(len);
+
+	if (size > j->stage_cap) {
+		char *p = aligned_alloc(JOURNAL_BLOCK, size * 2);
+
+		if (!p)
+			return -ENOMEM;
+		free(j->stage);
+		j->stage = p;
+		j->stage_cap = size * 2;
+	}
+	memcpy(j->stage, j->tail, j->tail_len);
+	memcpy(j->stage + j->tail_len, b->data, b->len);
+	memset(j->stage + len, 0, size - len);
+	j->staged = size;
+	return 0;
+}
+
+/*
+ * Writes the rest of the batch in flight. One write with RWF_DSYNC is
+ * durable when it completes, like write + fdatasync but in one trip;
+ * where the kernel or file system refuses the flag, a write and then an
+ * fdatasync.
+ */
+static int write_more(struct journal *j)
+{
+	agr_worker *w = agr_worker_current();
+	const char *p;
+	uint64_t at;
+	unsigned len = (unsigned)(write_size(j) - j->written);
+	struct io_uring_sqe *sqe;
+	int ret;
+
+	if (j->direct) {
+		p = j->stage + j->written;
+		at = j->offset - j->tail_len + j->written;
+	} else {
+		p = j->flushing->data + j->written;
+		at = j->offset + j->written;
+	}
+	if (j->no_dsync)
+		return agr_io_write(w, j->fd, p, len, at, journal_written, j);
+	ret = agr_io_sqe(w, journal_written, j, &sqe);
+	if (ret < 0)
+		return ret;
+	io_uring_prep_write(sqe, j->fd, p, len, at);
+	sqe->rw_flags = RWF_DSYNC;
+	return 0;
+}
+
+/* Makes the gathered batch the one in flight and writes it. */
+static int start_batch(struct journal *j)
+{
+	int ret;
+
+	j->flushing = j->filling;
+	j->filling = j->filling == &j->batches[0] ? &j->batches[1] :
+						    &j->batches[0];
+	j->written = 0;
+	if (j->direct && (ret = stage_batch(j)) < 0)
+		return ret;
+	return write_more(j);
+}
+
+/* Direct: the next batch would write where the zero fill writes. */
+static bool must_wait_for_zeros(const struct journal *j)
+{
+	return j->direct && j->zeroing &&
+	       round_up(j->offset + j->filling->len) > j->zero_at;
+}
+
+static void journal_kick(void *arg);
+
+/*
+ * Starts the gathered batch at the end of this turn of the worker's
+ * loop rather than now: the kick task queues behind the groups that are
+ * ready to run, so each of them adds its record first. Starting at once
+ * would send the first record alone and make the rest wait a whole
+ * write for the next batch.
+ */
+static void journal_schedule(struct journal *j)
+{
+	if (j->kicked || j->flushing || j->filling->count == 0)
+		return;
+	j->kicked = true;
+	if (agr_scheduler_schedule(j->sched, j->worker, journal_kick, j) < 0)
+		journal_kick(j); /* the scheduler is stopping: go now */
+}
+
+/* Fails every waiter of `b`, detached first: a waiter may append. */
+static void fail_batch(struct journal *j, struct journal_batch *b)
+{
+	struct commit_wait *w = b->head, *next;
+
+	batch_reset(b);
+	for (; w; w = next) {
+		next = w->next;
+		w->durable(w, j->error);
+	}
+}
+
+static void journal_kick(void *arg)
+{
+	struct journal *j = arg;
+	int ret;
+
+	j->kicked = false;
+	if (j->flushing || j->filling->count == 0)
+		return;
+	if (j->error) {
+		fail_batch(j, j->filling);
+		return;
+	}
+	zero_fill_maybe(j);
+	if (must_wait_for_zeros(j)) {
+		j->waiting = true; /* zero_fill_over() kicks again */
+		return;
+	}
+	ret = start_batch(j);
+	if (ret < 0) {
+		struct journal_batch *b = j->flushing;
+
+		j->error = ret;
+		j->flushing = NULL;
+		fail_batch(j, b);
+	}
+}
+
+/* The batch in flight is over: tell its waiters, then start the next. */
+static void finish_batch(struct journal *j, int status)
+{
+	struct commit_wait *w = j->flushing->head, *next;
+
+	batch_reset(j->flushing);
+	j->flushing = NULL;
+	for (; w; w = next) {
+		next = w->next;
+		w->durable(w, status);
+	}
+	if (j->error)
+		fail_batch(j, j->filling);
+	else
+		journal_schedule(j);
+}
+
+static void journal_fail(struct journal *j, int err)
+{
+	fprintf(stderr, "ledger_server: journal write failed: %s; "
+		"no more events are accepted\n", strerror(-err));
+	j->error = err;
+	finish_batch(j, err);
+}
+
+static void journal_written(int res, void *arg)
+{
+	struct journal *j = arg;
+	size_t before = j->written;
+	int ret;
+
+	if ((res == -EINVAL || res == -EOPNOTSUPP) && !j->no_dsync &&
+	    j->written == 0) {
+		j->no_dsync = true; /* RWF_DSYNC refused: the classic way */
+		ret = write_more(j);
+		if (ret < 0)
+			journal_fail(j, ret);
+		return;
+	}
+	if (res <= 0) {
+		journal_fail(j, res < 0 ? res : -EIO);
+		return;
+	}
+	j->written += (size_t)res;
+	if (j->direct) /* a short direct write: redo its last block */
+		j->written = round_down(j->written);
+	if (j->written == before)
+		ret = -EIO;
+	else if (j->written < write_size(j))
+		ret = write_more(j); /* a short write: go on */
+	else if (!j->no_dsync) {
+		journal_synced(0, j); /* RWF_DSYNC: durable already */
+		return;
+	} else
+		ret = agr_io_fsync(agr_worker_current(), j->fd,
+				   AGR_IO_DATASYNC, journal_synced, j);
+	if (ret < 0)
+		journal_fail(j, ret);
+}
+
+/* Direct: keeps the records of the new last partial block. */
+static void keep_tail(struct journal *j)
+{
+	size_t len = j->tail_len + j->flushing->len;
+	size_t tail = (j->offset + j->flushing->len) % JOURNAL_BLOCK;
+	uint64_t end = j->offset - j->tail_len + j->staged;
+
+	memcpy(j->tail, j->stage + len - tail, tail);
+	j->tail_len = tail;
+	if (end > j->zeroed)
+		j->zeroed = end; /* the batch extended the file */
+}
+
+static void journal_synced(int res, void *arg)
+{
+	struct journal *j = arg;
+
+	if (res < 0) {
+		/* After a failed fsync the page cache cannot be trusted. */
+		journal_fail(j, res);
+		return;
+	}
+	if (j->direct)
+		keep_tail(j);
+	j->offset += j->flushing->len;
+	j->bytes += j->flushing->len;
+	j->events += j->flushing->count;
+	j->syncs++;
+	finish_batch(j, 0);
+}
+
+int journal_append(struct journal *j, const char *rec, size_t len,
+		   struct commit_wait *w)
+{
+	struct journal_batch *b = j->filling;
+
+	if (j->error)
+		return j->error;
+	if (b->len + len > b->cap) {
+		size_t cap = b->cap ? b->cap : BATCH_MIN;
+		char *p;
+
+		while (cap < b->len + len)
+			cap *= 2;
+		p = realloc(b->data, cap);
+		if (!p)
+			return -ENOMEM;
+		b->data = p;
+		b->cap = cap;
+	}
+	memcpy(b->data + b->len, rec, len);
+	b->len += len;
+	w->next = NULL;
+	*b->tail = w;
+	b->tail = &w->next;
+	b->count++;
+	journal_schedule(j);
+	return 0;
+}
+
+/* ---- opening and closing ---- */
+
+/* Direct: reads the records of the last partial block before `end`. */
+static int read_tail(struct journal *j)
+{
+	uint64_t at = round_down(j->offset);
+	ssize_t n;
+
+	j->tail_len = (size_t)(j->offset - at);
+	if (j->tail_len == 0)
+		return 0;
+	n = pread(j->fd, j->stage, JOURNAL_BLOCK, (off_t)at);
+	if (n < 0)
+		return -errno;
+	if ((size_t)n < j->tail_len)
+		return -EIO;
+	memcpy(j->tail, j->stage, j->tail_len);
+	return 0;
+}
+
+static int open_direct(struct journal *j, const char *path)
+{
+	int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, ret;
+
+	j->fd = open(path, flags, 0644);
+	if (j->fd < 0)
+		return -errno;
+	j->stage = aligned_alloc(JOURNAL_BLOCK, JOURNAL_BLOCK);
+	j->tail = malloc(JOURNAL_BLOCK);
+	if (!zeros && (zeros = aligned_alloc(JOURNAL_BLOCK,
+					     JOURNAL_ZERO_CHUNK)) != NULL)
+		memset(zeros, 0, JOURNAL_ZERO_CHUNK);
+	if (!j->stage || !j->tail || !zeros)
+		return -ENOMEM;
+	zeros_users++;
+	j->stage_cap = JOURNAL_BLOCK;
+	j->direct = true;
+	ret = read_tail(j);
+	if (ret < 0)
+		return ret;
+	return 0;
+}
+
+static void free_direct(struct journal *j)
+{
+	if (j->direct && --zeros_users == 0) {
+		free(zeros);
+		zeros = NULL;
+	}
+	free(j->stage);
+	free(j->tail);
+	j->stage = j->tail = NULL;
+	j->direct = false;
+}
+
+int journal_open(struct journal *j, const char *path, uint64_t end,
+		 enum journal_io io, agr_scheduler *sched, unsigned worker)
+{
+	struct stat st;
+	int ret;
+
+	*j = (struct journal){ .fd = -1, .offset = end, .sched = sched,
+			       .worker = worker };
+	batch_reset(&j->batches[0]);
+	batch_reset(&j->batches[1]);
+	j->filling = &j->batches[0];
+	ret = io == JOURNAL_IO_DIRECT ? open_direct(j, path) : -EINVAL;
+	if (ret == -EINVAL) { /* buffered asked for, or no O_DIRECT here */
+		free_direct(j);
+		if (j->fd >= 0)
+			close(j->fd);
+		j->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+		ret = j->fd < 0 ? -errno : 0;
+	}
+	if (ret == 0 && fstat(j->fd, &st) < 0)
+		ret = -errno;
+	if (ret < 0) {
+		journal_close(j);
+		return ret;
+	}
+	j->zeroed = (uint64_t)st.st_size;
+	return 0;
+}
+
+void journal_close(struct journal *j)
+{
+	if (j->fd >= 0)
+		close(j->fd);
+	j->fd = -1;
+	free_direct(j);
+	free(j->batches[0].data);
+	free(j->batches[1].data);
+	j->batches[0].data = j->batches[1].data = NULL;
+}
+
+int journal_zeros_after(int fd, uint64_t from, uint64_t size)
+{
+	char buf[16384];
+	size_t i;
+
+	while (from < size) {
+		size_t want = size - from < sizeof(buf) ? (size_t)(size - from) :
+							  sizeof(buf);
+		ssize_t n = pread(fd, buf, want, (off_t)from);
+
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 1; /* shorter than it was: nothing more */
+		for (i = 0; i < (size_t)n; i++)
+			if (buf[i])
+				return 0;
+		from += (uint64_t)n;
+	}
+	return 1;
+}

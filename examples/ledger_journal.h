@@ -1,0 +1,119 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_journal.h - ledger_server's journal: group commit of records to
+ * one file per worker, on that worker's ring.
+ *
+ * A journal has one durable write in flight at a time; records appended
+ * meanwhile gather in the next batch, which starts once the current one
+ * is durable, at the end of the worker's turn. A record's waiter is
+ * told, on the journal's worker, once the record is durable or cannot
+ * become so.
+ *
+ * Two ways to the disk (enum journal_io):
+ *
+ * - direct (the default): the file is opened with O_DIRECT and every
+ *   batch is written as whole 4 KiB blocks, its first block rewritten
+ *   with the records of the previous batch that share it, the last one
+ *   padded with zeros, with RWF_DSYNC. The journal writes zeros ahead of
+ *   its records (JOURNAL_ZERO_CHUNK at a time, fdatasync'd) so that a
+ *   batch overwrites blocks that exist already: such a write changes no
+ *   metadata, runs without a kernel worker thread, and is made durable
+ *   by a single cache flush. This is what a write-ahead log does on a
+ *   disk without FUA (PostgreSQL's zeroed WAL segments).
+ * - buffered: through the page cache; each batch appends and the file
+ *   grows, so every durable write also writes the inode. Chosen when
+ *   asked, or when the file system refuses O_DIRECT (tmpfs before 6.6).
+ *
+ * Either way the file is whole records ("...\n"), then zeros or nothing;
+ * a crash can tear only the last batch, whose records nobody has seen
+ * acknowledged. Rewriting a shared block is safe: its acknowledged bytes
+ * are written again unchanged, so whichever of its sectors reach the
+ * disk, they hold them.
+ */
+#ifndef LEDGER_JOURNAL_H
+#define LEDGER_JOURNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aggring.h>
+
+#define JOURNAL_BLOCK 4096u		  /* O_DIRECT offsets, sizes, memory */
+#define JOURNAL_ZERO_CHUNK (4u << 20)	  /* zeros written ahead at a time */
+#define JOURNAL_ZERO_LOW (2u << 20)	  /* ...once less than this is left */
+
+enum journal_io {
+	JOURNAL_IO_DIRECT,   /* O_DIRECT into zeroed blocks; the default */
+	JOURNAL_IO_BUFFERED, /* page cache; the file grows with each batch */
+};
+
+/* Someone waiting for records to become durable. */
+struct commit_wait {
+	struct commit_wait *next;
+	void (*durable)(struct commit_wait *w, int status);
+};
+
+struct journal_batch {
+	char *data;
+	size_t len, cap;
+	struct commit_wait *head, **tail;
+	unsigned count;
+};
+
+/* A worker's journal file; touched only by that worker's thread. */
+struct journal {
+	int fd;
+	int error;	 /* sticky: once a write or sync failed */
+	bool direct;	 /* O_DIRECT: whole blocks from `stage` */
+	bool no_dsync;	 /* RWF_DSYNC refused: write, then fdatasync */
+	bool kicked;	 /* a journal_kick() task is queued */
+	bool zeroing;	 /* a zero fill is in flight */
+	bool waiting;	 /* the next batch waits for the zero fill */
+	uint64_t offset; /* end of what is durable */
+	uint64_t zeroed; /* below this the file holds records or zeros */
+	uint64_t zero_at; /* where the zero fill in flight writes */
+	struct journal_batch batches[2];
+	struct journal_batch *filling;	/* gathers the next batch */
+	struct journal_batch *flushing; /* written and synced now, or NULL */
+	size_t written;			/* bytes of the write in flight done */
+	char *stage;	   /* direct: tail block + batch + zero padding */
+	size_t staged;	   /* bytes of `stage` to write: whole blocks */
+	size_t stage_cap;
+	char *tail;	   /* direct: the records of the last partial block */
+	size_t tail_len;
+	agr_scheduler *sched;
+	unsigned worker; /* the worker that owns this journal */
+	uint64_t events, syncs, bytes, zero_fills;
+};
+
+/*
+ * Opens (creating) the journal at `path` for `worker` of `sched`, to
+ * write after its first `end` bytes: the whole records replay found;
+ * whatever follows them must be zeros or cut off. With
+ * JOURNAL_IO_DIRECT, falls back to buffered I/O (j->direct false) where
+ * O_DIRECT is refused. Returns 0 or a negative errno.
+ */
+int journal_open(struct journal *j, const char *path, uint64_t end,
+		 enum journal_io io, agr_scheduler *sched, unsigned worker);
+
+/*
+ * Queues a record; on the journal's worker only. w->durable() runs
+ * later, on this worker, once the record is durable (status 0) or
+ * cannot become so (an error). Returns 0, or the journal's sticky error
+ * or -ENOMEM, and then w is never called.
+ */
+int journal_append(struct journal *j, const char *rec, size_t len,
+		   struct commit_wait *w);
+
+/* Closes the file and frees the buffers; the worker must have ended. */
+void journal_close(struct journal *j);
+
+/*
+ * Whether the bytes of fd from `from` to `size` are all zeros (the
+ * space a direct journal wrote ahead): 1 if so, 0 if not, or a negative
+ * errno.
+ */
+int journal_zeros_after(int fd, uint64_t from, uint64_t size);
+
+#endif /* LEDGER_JOURNAL_H */
