@@ -8,24 +8,27 @@
 #
 #   network.sh BUILDDIR RESULTSDIR [RUNS]          (RUNS: 5)
 #
-# 1. Durable INCRBY. ledger_server, redis-server --appendonly yes
-#    --appendfsync always, and the same with --appendfsync everysec,
+# 1. Durable INCRBY. ledger_server (default workers: one per CPU, and
+#    with --workers 1, the thread count of Redis's event loop),
+#    redis-server --appendonly yes --appendfsync always, and the same
+#    with --appendfsync everysec,
 #    each with its data in its own temp dir on a real disk, on a free
 #    port; every one driven by
 #      redis-benchmark -c 50 -r 10000 -n N [-P 16] --csv \
 #          INCRBY key:__rand_int__ 1
 #    without pipelining (variant P1) and with -P 16 (P16).
 #    Equal durability: ledger_server replies to an INCRBY only once its
-#    record is written and fdatasync'd (examples/ledger_server.c:
-#    post_entry() queues the record with journal_append() and returns
-#    AGR_PENDING; journal_written() issues agr_io_fsync(AGR_IO_DATASYNC);
-#    only journal_synced() -> journal_finish() -> entry_durable() sets
-#    the reply and completes the message, and request_completed() then
+#    record is durable (examples/ledger_server.c: post_entry() queues
+#    the record with journal_append() and returns AGR_PENDING; the
+#    journal (examples/ledger_journal.c) writes the batch with
+#    RWF_DSYNC, or writes it and issues agr_io_fsync(AGR_IO_DATASYNC);
+#    only journal_synced() -> finish_batch() -> entry_durable() sets the
+#    reply and completes the message, and request_completed() then
 #    hands the reply to the connection). Redis with appendfsync always
 #    writes and fdatasyncs the AOF in beforeSleep, before it writes any
 #    reply of that event loop turn. everysec is shown for orientation:
 #    it acknowledges before the data is durable.
-#    After the runs, ledger_server must stop cleanly and must have
+#    After the runs, each ledger_server must stop cleanly and must have
 #    journaled exactly the INCRBYs sent to it (so none failed unseen:
 #    redis-benchmark does not count error replies).
 # 2. Echo. examples/echo_server (default workers: one per CPU, and with
@@ -268,12 +271,16 @@ median() {
 }
 
 # ---- start every server once; they stay up, idle between their runs ----
-incr_engines=(ledger_server redis_always redis_everysec)
+incr_engines=(ledger_server ledger_server_w1 redis_always redis_everysec)
+ledgers=(ledger_server ledger_server_w1)
 echo_engines=(echo_server echo_server_w1)
 $have_uv && echo_engines+=(uv_echo)
 
 start_ours ledger_server "$work/ledger_server.log" "$ex/ledger_server" \
 	--port 0 --dir "$work/ledger_server" --shutdown-timeout "$stop_timeout"
+start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger_server" \
+	--port 0 --dir "$work/ledger_server_w1" --workers 1 \
+	--shutdown-timeout "$stop_timeout"
 start_redis redis_always always
 start_redis redis_everysec everysec
 start_ours echo_server "$work/echo_server.log" "$ex/echo_server" --port 0
@@ -290,15 +297,21 @@ echo "network: INCRBY: redis-benchmark -c $clients -r $keys, $n_p1" \
 	"alternating"
 echo "network: ledger_server replies only once the event is durable" \
 	"(post_entry -> journal_append; a write with RWF_DSYNC, or write +" \
-	"fdatasync, -> journal_synced -> entry_durable sets the reply)"
+	"fdatasync, -> journal_synced -> entry_durable sets the reply);" \
+	"$(sed -n 's/^ledger_server: \(journal I\/O .*\)/\1/p' \
+		"$work/ledger_server.log")"
 
 # ---- warm-up (not reported), then the rounds ----
-sent_ledger=0
+# INCRBYs sent to each ledger_server (redis-benchmark -P p sends whole
+# pipelines).
+declare -A sent=()
 for e in "${incr_engines[@]}"; do
 	incrby "$e" 1 $((n_p1 / 10)) >/dev/null
 	incrby "$e" 16 $((n_p16 / 10)) >/dev/null
 done
-sent_ledger=$((n_p1 / 10 + (n_p16 / 10 + 15) / 16 * 16))
+for e in "${ledgers[@]}"; do
+	sent[$e]=$((n_p1 / 10 + (n_p16 / 10 + 15) / 16 * 16))
+done
 for e in "${echo_engines[@]}"; do
 	"$build/bench/echo_load" -p "${ports[$e]}" -c "$echo_conns" \
 		-s "$echo_size" -d 1 -w 0 >/dev/null ||
@@ -315,8 +328,8 @@ for ((r = 0; r < runs; r++)); do
 		for ((k = 0; k < nincr; k++)); do
 			e=${incr_engines[(k + r) % nincr]}
 			incrby "$e" "$p" "$n" >>"$work/res/$variant.$e"
-			[ "$e" = ledger_server ] &&
-				sent_ledger=$((sent_ledger + (n + p - 1) / p * p))
+			[ -n "${sent[$e]:-}" ] &&
+				sent[$e]=$((sent[$e] + (n + p - 1) / p * p))
 		done
 	done
 	for ((k = 0; k < necho; k++)); do
@@ -326,18 +339,20 @@ for ((r = 0; r < runs; r++)); do
 	echo "network: round $((r + 1)) of $runs done"
 done
 
-# ---- stop; ledger_server must have journaled every INCRBY sent ----
-stop ledger_server || fail "ledger_server exited with an error" \
-	"($(tail -n 3 "$work/ledger_server.log"))"
-grep -q 'stopped cleanly' "$work/ledger_server.log" ||
-	fail "ledger_server did not stop cleanly"
-events=$(sed -n 's/.*: \([0-9]*\) events journaled in.*/\1/p' \
-	"$work/ledger_server.log")
-syncs=$(sed -n 's/.*events journaled in \([0-9]*\) fdatasyncs.*/\1/p' \
-	"$work/ledger_server.log")
-[ "$events" = "$sent_ledger" ] ||
-	fail "ledger_server journaled $events events, $sent_ledger INCRBYs" \
-		"were sent"
+# ---- stop; each ledger_server must have journaled every INCRBY sent ----
+declare -A events=() syncs=()
+for e in "${ledgers[@]}"; do
+	log=$work/$e.log
+	stop "$e" || fail "$e exited with an error ($(tail -n 3 "$log"))"
+	grep -q 'stopped cleanly' "$log" || fail "$e did not stop cleanly"
+	events[$e]=$(sed -n 's/.*: \([0-9]*\) events journaled in.*/\1/p' \
+		"$log")
+	syncs[$e]=$(sed -n \
+		's/.*events journaled in \([0-9]*\) fdatasyncs.*/\1/p' "$log")
+	[ "${events[$e]}" = "${sent[$e]}" ] ||
+		fail "$e journaled ${events[$e]} events, ${sent[$e]}" \
+			"INCRBYs were sent"
+done
 for e in redis_always redis_everysec echo_server echo_server_w1; do
 	stop "$e" || fail "$e exited with status $?"
 done
@@ -357,7 +372,7 @@ report() {
 	read -r -a p50 <<<"$(summary "$f" 2)"
 	read -r -a p99 <<<"$(summary "$f" 3)"
 	set -- "$1" "$2" "${rps[@]}" "${p50[@]}" "${p99[@]}"
-	printf '  %-15s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
+	printf '  %-16s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
 		"$2" "$3" "$4" "$5" "$6" "$9" "${10}" "${11}"
 	{
 		echo "network,$1,$2,rps,req/s,$3,$4,$5,$runs"
@@ -368,7 +383,7 @@ report() {
 
 header() {
 	echo "$1"
-	printf '  %-15s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
+	printf '  %-16s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
 		'req/s' min max 'p50 ms' 'p99 ms' min max
 }
 
@@ -389,10 +404,13 @@ ratio() {
 echo "ratios (medians; targets: INCRBY req/s >= 1.0 and p99 ratio <= 1.0" \
 	"vs redis_always; echo req/s >= 1.0 vs uv_echo):"
 for v in P1 P16; do
-	echo "  $v: ledger_server / redis_always: req/s" \
-		"$(ratio ledger_server redis_always $v 1), p99" \
-		"$(ratio ledger_server redis_always $v 3) (lower is better);" \
-		"/ redis_everysec req/s $(ratio ledger_server redis_everysec $v 1)"
+	for e in "${ledgers[@]}"; do
+		echo "  $v: $e / redis_always: req/s" \
+			"$(ratio "$e" redis_always $v 1), p99" \
+			"$(ratio "$e" redis_always $v 3) (lower is better);" \
+			"/ redis_everysec req/s" \
+			"$(ratio "$e" redis_everysec $v 1)"
+	done
 done
 if $have_uv; then
 	echo "  echo64: echo_server / uv_echo req/s" \
@@ -400,7 +418,10 @@ if $have_uv; then
 		"echo_server --workers 1 / uv_echo req/s" \
 		"$(ratio echo_server_w1 uv_echo echo64 1)"
 fi
-echo "  ledger_server journaled all $events INCRBYs sent to it in $syncs" \
-	"fdatasyncs ($(awk -v e="$events" -v s="$syncs" \
-	'BEGIN { printf "%.1f", (s ? e / s : 0) }') per fdatasync)"
+for e in "${ledgers[@]}"; do
+	echo "  $e journaled all ${events[$e]} INCRBYs sent to it in" \
+		"${syncs[$e]} durable writes ($(awk -v e="${events[$e]}" \
+		-v s="${syncs[$e]}" 'BEGIN { printf "%.1f", (s ? e / s : 0) }')" \
+		"per write)"
+done
 echo "network: rows appended to $csv"
