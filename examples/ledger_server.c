@@ -419,6 +419,8 @@ struct conn;
 struct worker_ctx {
 	_Alignas(64) struct journal journal;
 	struct conn *conns; /* its live connections */
+	struct conn *replied; /* with replies finished in this turn */
+	bool flush_queued;    /* worker_flush_replies() is queued */
 	struct server *srv;
 	unsigned index;
 	uint64_t commands, overdrafts, protocol_errors, connections;
@@ -602,6 +604,8 @@ struct conn {
 	bool recv_armed;   /* a recv is in flight (callback arg: conn) */
 	bool send_armed;   /* a send is in flight (callback arg: &wire) */
 	bool linger_armed; /* the linger timer (callback arg: &lingering) */
+	bool replied;	   /* on wc->replied, until the end of the turn */
+	struct conn *next_replied;
 	enum resp_sync sync;
 	struct request *head, *tail;
 	unsigned pending; /* requests in the queue */
@@ -666,12 +670,56 @@ static void conn_reply_simple(struct conn *c, const char *s)
 }
 
 /* Runs on the connection's worker: the request's reply is final. */
+/* The end of a worker's turn: send what its connections have finished. */
+static void worker_flush_replies(void *arg)
+{
+	struct worker_ctx *wc = arg;
+	struct conn *c;
+
+	wc->flush_queued = false;
+	while ((c = wc->replied) != NULL) {
+		wc->replied = c->next_replied;
+		c->replied = false;
+		conn_pump(c);
+	}
+}
+
+/* Dropped by a forced stop: the connections go with the workers. */
+static void worker_flush_dropped(void *arg, int err)
+{
+	struct worker_ctx *wc = arg;
+
+	(void)err;
+	wc->flush_queued = false;
+	for (; wc->replied; wc->replied = wc->replied->next_replied)
+		wc->replied->replied = false;
+}
+
+/*
+ * A reply is final. It goes out at the end of the worker's turn, with
+ * every other reply of its connection finished in that turn: a
+ * pipelining client gets one send per batch of events, not one for the
+ * first reply and another for the rest.
+ */
 static void request_ready(void *arg)
 {
 	struct request *rq = arg;
+	struct conn *c = rq->conn;
+	struct worker_ctx *wc = c->wc;
 
 	rq->ready = true;
-	conn_pump(rq->conn);
+	if (c->replied)
+		return;
+	c->replied = true;
+	c->next_replied = wc->replied;
+	wc->replied = c;
+	if (wc->flush_queued)
+		return;
+	wc->flush_queued = true;
+	if (agr_scheduler_schedule_cancellable(wc->srv->sched, wc->index,
+					       worker_flush_replies,
+					       worker_flush_dropped, wc) < 0)
+		worker_flush_replies(wc); /* stopping: now */
 }
 
 /*
@@ -1171,7 +1219,7 @@ static bool conn_answered(const struct conn *c)
 static bool conn_done(const struct conn *c)
 {
 	return (c->eof || c->broken) && conn_answered(c) && !c->recv_armed &&
-	       !c->linger_armed;
+	       !c->linger_armed && !c->replied;
 }
 
 /*
