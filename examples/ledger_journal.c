@@ -420,13 +420,15 @@ static void free_direct(struct journal *j)
 }
 
 int journal_open(struct journal *j, const char *path, uint64_t end,
-		 enum journal_io io, agr_scheduler *sched, unsigned worker)
+		 enum journal_io io, enum journal_sync sync,
+		 agr_scheduler *sched, unsigned worker)
 {
 	struct stat st;
 	int ret;
 
 	*j = (struct journal){ .fd = -1, .offset = end, .sched = sched,
-			       .worker = worker };
+			       .worker = worker,
+			       .no_dsync = sync == JOURNAL_SYNC_FDATASYNC };
 	batch_reset(&j->batches[0]);
 	batch_reset(&j->batches[1]);
 	j->filling = &j->batches[0];

@@ -48,6 +48,12 @@ enum journal_io {
 	JOURNAL_IO_BUFFERED, /* page cache; the file grows with each batch */
 };
 
+/* How a batch is made durable. */
+enum journal_sync {
+	JOURNAL_SYNC_DSYNC,	/* one write with RWF_DSYNC; the default */
+	JOURNAL_SYNC_FDATASYNC, /* a write, then an fdatasync */
+};
+
 /* Someone waiting for records to become durable. */
 struct commit_wait {
 	struct commit_wait *next;
@@ -92,10 +98,12 @@ struct journal {
  * write after its first `end` bytes: the whole records replay found;
  * whatever follows them must be zeros or cut off. With
  * JOURNAL_IO_DIRECT, falls back to buffered I/O (j->direct false) where
- * O_DIRECT is refused. Returns 0 or a negative errno.
+ * O_DIRECT is refused; with JOURNAL_SYNC_DSYNC, to a write and an
+ * fdatasync where RWF_DSYNC is. Returns 0 or a negative errno.
  */
 int journal_open(struct journal *j, const char *path, uint64_t end,
-		 enum journal_io io, agr_scheduler *sched, unsigned worker);
+		 enum journal_io io, enum journal_sync sync,
+		 agr_scheduler *sched, unsigned worker);
 
 /*
  * Queues a record; on the journal's worker only. w->durable() runs

@@ -11,6 +11,7 @@
  *   ledger_server [--port P] [--dir DIR] [--workers N] [--groups G]
  *                 [--shutdown-timeout SECONDS] [--metrics-port P]
  *                 [--watchdog-ms N] [--journal-io direct|buffered]
+ *                 [--journal-sync dsync|fdatasync]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
@@ -153,6 +154,7 @@ struct config {
 	bool verify;
 	const char *dump;
 	enum journal_io journal_io;
+	enum journal_sync journal_sync;
 };
 
 /* ---- small helpers ---- */
@@ -1839,7 +1841,7 @@ static void open_journals(struct server *srv)
 		snprintf(path, sizeof(path), "%s/journal-%u.log", srv->cfg.dir,
 			 i);
 		ret = journal_open(j, path, end, srv->cfg.journal_io,
-				   srv->sched, i);
+				   srv->cfg.journal_sync, srv->sched, i);
 		if (ret < 0)
 			die("%s: %s", path, strerror(-ret));
 		srv->journals_direct += j->direct;
@@ -2123,11 +2125,14 @@ static int serve(struct server *srv)
 	       " events from %u journals: %" PRIu64 " accounts\n",
 	       srv->nworkers, srv->ngroups, srv->replayed_events,
 	       srv->replayed_journals, srv->replayed_accounts);
-	printf("ledger_server: journal I/O %s\n",
+	printf("ledger_server: journal I/O %s, %s\n",
 	       srv->journals_direct == srv->nworkers ? "direct (O_DIRECT)" :
 	       srv->cfg.journal_io == JOURNAL_IO_BUFFERED ?
 						       "buffered" :
-						       "buffered (O_DIRECT refused here)");
+						       "buffered (O_DIRECT refused here)",
+	       srv->cfg.journal_sync == JOURNAL_SYNC_FDATASYNC ?
+		       "write + fdatasync" :
+		       "RWF_DSYNC writes");
 	if (srv->cfg.metrics_port >= 0)
 		printf("metrics on 127.0.0.1:%d\n", metrics_port);
 	printf("listening on 127.0.0.1:%d\n", port);
@@ -2156,10 +2161,12 @@ static void usage(void)
 		"[--metrics-port P]\n"
 		"                     [--watchdog-ms N] "
 		"[--journal-io direct|buffered]\n"
+		"                     [--journal-sync dsync|fdatasync]\n"
 		"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
 		"--groups 4096\n"
 		"            --shutdown-timeout 10, no metrics, no watchdog, "
-		"--journal-io direct\n"
+		"--journal-io direct,\n"
+		"            --journal-sync dsync\n"
 		"       ledger_server --verify [--dir DIR] [--dump FILE]\n");
 	exit(2);
 }
@@ -2189,6 +2196,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "verify", no_argument, NULL, 'v' },
 		{ "dump", required_argument, NULL, 'D' },
 		{ "journal-io", required_argument, NULL, 'j' },
+		{ "journal-sync", required_argument, NULL, 'J' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -2204,7 +2212,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 	*c = (struct config){ .port = 6380, .dir = "ledger-data",
 			      .groups = 4096, .shutdown_timeout = 10.0,
 			      .metrics_port = -1 };
-	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:h", opts,
+	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p': c->port = (int)number(optarg, 0, 65535); break;
@@ -2226,6 +2234,14 @@ static void parse_options(int argc, char **argv, struct config *c)
 				c->journal_io = JOURNAL_IO_DIRECT;
 			else if (strcmp(optarg, "buffered") == 0)
 				c->journal_io = JOURNAL_IO_BUFFERED;
+			else
+				usage();
+			break;
+		case 'J':
+			if (strcmp(optarg, "dsync") == 0)
+				c->journal_sync = JOURNAL_SYNC_DSYNC;
+			else if (strcmp(optarg, "fdatasync") == 0)
+				c->journal_sync = JOURNAL_SYNC_FDATASYNC;
 			else
 				usage();
 			break;

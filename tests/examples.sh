@@ -231,14 +231,16 @@ printf 'acct:1 +5 00' |
 printf '%s\n' "$stale" |
 	dd of="$j1" bs=1 seek=$((end + 8192)) conv=notrunc 2>/dev/null
 start_server "$tmp/server2.log" "$ex/ledger_server" --port 0 --dir "$data" \
-	--workers 2 --groups 64
+	--workers 2 --groups 64 --journal-sync fdatasync
 grep -q 'cut off' "$tmp/server2.log" || fail "torn tail not reported"
+grep -q '^ledger_server: journal I/O .*, write + fdatasync$' \
+	"$tmp/server2.log" || fail "no 'write + fdatasync' line"
 events=$(sed -n 's/^ledger_server: \([0-9]*\) events journaled.*/\1/p' \
 	"$tmp/server1.log")
 grep -q "replayed $events events" "$tmp/server2.log" ||
 	fail "expected $events events replayed"
 
-step "the restarted server serves the same balances, and goes on"
+step "the restarted server (write + fdatasync) serves the same balances, and goes on"
 "$ex/ledger_load" --port "$port" --check "$tmp/expected" ||
 	fail "balances after restart"
 "$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
@@ -252,8 +254,8 @@ same_balances "$tmp/dump2" "$tmp/expected2" || fail "journal != expected"
 step "--journal-io buffered on the same journals: writes after the records"
 start_server "$tmp/server3.log" "$ex/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64 --journal-io buffered
-grep -q '^ledger_server: journal I/O buffered$' "$tmp/server3.log" ||
-	fail "no 'journal I/O buffered' line"
+grep -q '^ledger_server: journal I/O buffered, RWF_DSYNC writes$' \
+	"$tmp/server3.log" || fail "no 'journal I/O buffered' line"
 "$ex/ledger_load" --port "$port" --check "$tmp/expected2" ||
 	fail "balances in buffered mode"
 "$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
