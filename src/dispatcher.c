@@ -863,9 +863,10 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 		return 0;
 	ret = enter(d);
 	if (ret) {
-		for (i = 0; i < n; i++)
-			if (msgs[i] && msgs[i]->aggregate_id)
-				refuse(d, msgs[i], ret);
+		/* Like a refusal mid-batch: the first message's, the rest
+		 * not offered. */
+		if (msgs[0] && msgs[0]->aggregate_id)
+			refuse(d, msgs[0], ret);
 		return ret;
 	}
 	/*

@@ -159,7 +159,9 @@ AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg);
  * Admits msgs[0..n) in order and wakes each worker at most once.
  * Stops at the first message it cannot admit: *admitted (if not NULL)
  * is the number admitted, and the return value is 0 when all were, or
- * that message's error.
+ * that message's error. The messages after it are not offered: the
+ * stats count one refusal, for that message, as agr_dispatcher_send()
+ * would.
  */
 AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 				      size_t n, size_t *admitted);
@@ -216,7 +218,7 @@ AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
  */
 typedef struct agr_dispatcher_stats {
 	uint64_t admitted;  /* send returned 0 */
-	uint64_t refused;   /* send returned -ESHUTDOWN or -EAGAIN */
+	uint64_t refused;   /* a send returned -ESHUTDOWN or -EAGAIN for it */
 	uint64_t handled;   /* completed with status 0 by a function */
 	uint64_t failed;    /* completed with a function's error */
 	uint64_t skipped;   /* no function matched; completed with 0 */
