@@ -53,10 +53,17 @@ static void journal_schedule(struct journal *j);
 
 static void zero_filled(int res, void *arg);
 
-/* A zero fill failed: batches past `zeroed` extend the file instead. */
-static void zero_fill_over(struct journal *j)
+/*
+ * A zero fill is over. If it failed, batches past `zeroed` extend the
+ * file themselves (slower, as correct), and the next try waits until
+ * the records have grown by a chunk: a full disk is not hammered with
+ * 4 MiB writes at every batch.
+ */
+static void zero_fill_over(struct journal *j, bool failed)
 {
 	j->zeroing = false;
+	if (failed)
+		j->zero_retry_at = j->offset + JOURNAL_ZERO_CHUNK;
 	if (j->waiting) {
 		j->waiting = false;
 		journal_schedule(j);
@@ -70,7 +77,7 @@ static void zero_written(int res, void *arg)
 	if (res != (int)JOURNAL_ZERO_CHUNK ||
 	    agr_io_fsync(agr_worker_current(), j->fd, AGR_IO_DATASYNC,
 			 zero_filled, j) < 0)
-		zero_fill_over(j);
+		zero_fill_over(j, true);
 }
 
 static void zero_filled(int res, void *arg)
@@ -81,7 +88,7 @@ static void zero_filled(int res, void *arg)
 		j->zeroed = j->zero_at + JOURNAL_ZERO_CHUNK;
 		j->zero_fills++;
 	}
-	zero_fill_over(j);
+	zero_fill_over(j, res != 0);
 }
 
 /*
@@ -93,12 +100,15 @@ static void zero_filled(int res, void *arg)
 static void zero_fill_maybe(struct journal *j)
 {
 	if (!j->direct || j->zeroing || j->error || j->flushing ||
-	    j->zeroed >= j->offset + JOURNAL_ZERO_LOW)
+	    j->zeroed >= j->offset + JOURNAL_ZERO_LOW ||
+	    j->offset < j->zero_retry_at)
 		return;
 	j->zero_at = round_up(j->zeroed > j->offset ? j->zeroed : j->offset);
 	if (agr_io_write(agr_worker_current(), j->fd, zeros,
 			 JOURNAL_ZERO_CHUNK, j->zero_at, zero_written, j) == 0)
 		j->zeroing = true;
+	else
+		zero_fill_over(j, true);
 }
 
 /* ---- batches ---- */

@@ -79,6 +79,7 @@ struct journal {
 	uint64_t offset; /* end of what is durable */
 	uint64_t zeroed; /* below this the file holds records or zeros */
 	uint64_t zero_at; /* where the zero fill in flight writes */
+	uint64_t zero_retry_at; /* after a failed zero fill: not before */
 	struct journal_batch batches[2];
 	struct journal_batch *filling;	/* gathers the next batch */
 	struct journal_batch *flushing; /* written and synced now, or NULL */
