@@ -28,6 +28,12 @@
 #    writes and fdatasyncs the AOF in beforeSleep, before it writes any
 #    reply of that event loop turn. everysec is shown for orientation:
 #    it acknowledges before the data is durable.
+#    Pinned: ledger_server --workers 1 and redis-server always again,
+#    each under `taskset -c CPU`, CPU the one that takes the interrupts
+#    of the data's disk (from /proc/interrupts; skipped if that cannot be
+#    told): where the disk's completions are handled decides how long a
+#    durable write takes to come back, and both servers get the same
+#    place. The client is never pinned.
 #    After the runs, each ledger_server must stop cleanly and must have
 #    journaled exactly the INCRBYs sent to it (so none failed unseen:
 #    redis-benchmark does not count error replies).
@@ -194,7 +200,7 @@ start_redis() {
 		# No RDB snapshots, no automatic AOF rewrites (a fork on
 		# 2 CPUs mid-run would be noise, and ledger_server never
 		# compacts either).
-		redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
+		${pin:-} redis-server --port "$port" --bind 127.0.0.1 --dir "$dir" \
 			--save '' --appendonly yes --appendfsync "$fsync" \
 			--auto-aof-rewrite-percentage 0 --daemonize no \
 			--logfile '' >"$log" 2>&1 &
@@ -271,8 +277,40 @@ median() {
 }
 
 # ---- start every server once; they stay up, idle between their runs ----
+# disk_irq_cpu DIR: the CPU that took most interrupts of the disk that
+# holds DIR (virtio-blk, NVMe, SCSI host...); empty if unknown.
+disk_irq_cpu() {
+	local src disk parent dev
+	src=$(df --output=source "$1" 2>/dev/null | tail -n 1)
+	disk=${src#/dev/}
+	parent=$(lsblk -no pkname "$src" 2>/dev/null | head -n 1)
+	[ -n "$parent" ] && disk=$parent
+	[ -e "/sys/block/$disk/device" ] || return 0
+	dev=$(basename "$(readlink -f "/sys/block/$disk/device")")
+	case $disk in nvme*) dev=${disk%n*} ;; esac
+	awk -v dev="$dev" -v ncpu="$(nproc)" '
+		$0 ~ dev && $0 !~ /config/ {
+			for (c = 0; c < ncpu; c++) n[c] += $(c + 2)
+		}
+		END {
+			best = -1
+			for (c = 0; c < ncpu; c++)
+				if (n[c] > 0 && (best < 0 || n[c] > n[best]))
+					best = c
+			if (best >= 0) print best
+		}' /proc/interrupts
+}
+
+irq_cpu=$(disk_irq_cpu "$work")
 incr_engines=(ledger_server ledger_server_w1 redis_always redis_everysec)
 ledgers=(ledger_server ledger_server_w1)
+if [ -n "$irq_cpu" ] && command -v taskset >/dev/null 2>&1; then
+	incr_engines+=(ledger_server_w1_pin redis_always_pin)
+	ledgers+=(ledger_server_w1_pin)
+else
+	echo "network: the CPU of the disk's interrupts is unknown (or no" \
+		"taskset): no pinned variants" >&2
+fi
 echo_engines=(echo_server echo_server_w1)
 $have_uv && echo_engines+=(uv_echo)
 
@@ -283,11 +321,21 @@ start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger_server" \
 	--shutdown-timeout "$stop_timeout"
 start_redis redis_always always
 start_redis redis_everysec everysec
+if [ -n "${irq_cpu:-}" ]; then
+	start_ours ledger_server_w1_pin "$work/ledger_server_w1_pin.log" \
+		taskset -c "$irq_cpu" "$ex/ledger_server" --port 0 \
+		--dir "$work/ledger_server_w1_pin" --workers 1 \
+		--shutdown-timeout "$stop_timeout"
+	pin="taskset -c $irq_cpu" start_redis redis_always_pin always
+fi
 start_ours echo_server "$work/echo_server.log" "$ex/echo_server" --port 0
 start_ours echo_server_w1 "$work/echo_server_w1.log" "$ex/echo_server" \
 	--port 0 --workers 1
 $have_uv && start_ours uv_echo "$work/uv_echo.log" "$build/bench/uv_echo" 0
 
+[ -n "${irq_cpu:-}" ] &&
+	echo "network: pinned variants under taskset -c $irq_cpu (the CPU that" \
+		"takes the interrupts of the disk under $work)"
 uname_line=$(uname -srm)
 echo "network: $uname_line, $(nproc) CPUs, $(redis-server --version |
 	sed 's/ sha=.*//'), data in $work ($fstype)"
@@ -353,7 +401,9 @@ for e in "${ledgers[@]}"; do
 		fail "$e journaled ${events[$e]} events, ${sent[$e]}" \
 			"INCRBYs were sent"
 done
-for e in redis_always redis_everysec echo_server echo_server_w1; do
+redis_engines=(redis_always redis_everysec)
+[ -n "${pids[redis_always_pin]:-}" ] && redis_engines+=(redis_always_pin)
+for e in "${redis_engines[@]}" echo_server echo_server_w1; do
 	stop "$e" || fail "$e exited with status $?"
 done
 if $have_uv; then
@@ -372,7 +422,7 @@ report() {
 	read -r -a p50 <<<"$(summary "$f" 2)"
 	read -r -a p99 <<<"$(summary "$f" 3)"
 	set -- "$1" "$2" "${rps[@]}" "${p50[@]}" "${p99[@]}"
-	printf '  %-16s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
+	printf '  %-20s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
 		"$2" "$3" "$4" "$5" "$6" "$9" "${10}" "${11}"
 	{
 		echo "network,$1,$2,rps,req/s,$3,$4,$5,$runs"
@@ -383,7 +433,7 @@ report() {
 
 header() {
 	echo "$1"
-	printf '  %-16s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
+	printf '  %-20s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
 		'req/s' min max 'p50 ms' 'p99 ms' min max
 }
 
@@ -405,12 +455,19 @@ echo "ratios (medians; targets: INCRBY req/s >= 1.0 and p99 ratio <= 1.0" \
 	"vs redis_always; echo req/s >= 1.0 vs uv_echo):"
 for v in P1 P16; do
 	for e in "${ledgers[@]}"; do
+		[ "$e" = ledger_server_w1_pin ] && continue
 		echo "  $v: $e / redis_always: req/s" \
 			"$(ratio "$e" redis_always $v 1), p99" \
 			"$(ratio "$e" redis_always $v 3) (lower is better);" \
 			"/ redis_everysec req/s" \
 			"$(ratio "$e" redis_everysec $v 1)"
 	done
+	if [ -n "${irq_cpu:-}" ]; then
+		echo "  $v, both pinned to CPU $irq_cpu (the disk's" \
+			"interrupts): ledger_server_w1_pin / redis_always_pin:" \
+			"req/s $(ratio ledger_server_w1_pin redis_always_pin $v 1)," \
+			"p99 $(ratio ledger_server_w1_pin redis_always_pin $v 3)"
+	fi
 done
 if $have_uv; then
 	echo "  echo64: echo_server / uv_echo req/s" \
