@@ -9,6 +9,7 @@
  */
 #include "worker.h"
 
+#include "affinity.h"
 #include "fault.h"
 #include "ring.h"
 #include "scheduler.h"
@@ -640,16 +641,19 @@ static void free_op_pool(struct agr_worker *w)
 void *agr__worker_main(void *arg)
 {
 	struct agr_worker *w = arg;
-	int ret;
+	int ret, cpu;
 
 	set_thread_name(w);
 	w->idle_spin_ns = read_idle_spin_ns();
+	/* Before the ring exists, so that its memory is local too. */
+	cpu = agr__pin_worker(w->thread_name, w->index);
 	agr__current_worker = w;
 	ret = agr__ring_init(&w->ring, WORKER_SQ_ENTRIES, WORKER_CQ_ENTRIES,
 			     w->thread_name, NULL);
 	if (ret == 0) {
 		w->ring_ready = true;
 		w->ring_fd = w->ring.ring_fd;
+		agr__pin_io_workers(&w->ring, w->thread_name, cpu);
 	}
 	agr__scheduler_worker_ready(w->sched, ret);
 	atomic_store_explicit(&w->started_ns, agr__now_ns(),

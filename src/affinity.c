@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * affinity.c - pinning workers to CPUs, as AGR_WORKER_CPUS says.
+ */
+#include "affinity.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The setting of the variable is read by each worker as it starts. */
+#define CPUS_VAR "AGR_WORKER_CPUS"
+
+/*
+ * Parses "N", "N-M" and comma-separated lists of them into `cpus` (in
+ * order, ranges expanded); returns their number, or -1 if `s` is not
+ * such a list or names a CPU beyond CPU_SETSIZE.
+ */
+static int parse_cpus(const char *s, int *cpus, int max)
+{
+	int n = 0;
+
+	while (*s) {
+		char *end;
+		long lo, hi;
+
+		errno = 0;
+		lo = strtol(s, &end, 10);
+		if (errno || end == s || lo < 0 || *s == '-' || *s == '+')
+			return -1;
+		hi = lo;
+		if (*end == '-') {
+			s = end + 1;
+			hi = strtol(s, &end, 10);
+			if (errno || end == s || *s == '-' || *s == '+')
+				return -1;
+		}
+		if (hi < lo || hi >= CPU_SETSIZE || n + (hi - lo + 1) > max)
+			return -1;
+		for (; lo <= hi; lo++)
+			cpus[n++] = (int)lo;
+		if (*end == ',' && end[1])
+			end++;
+		else if (*end)
+			return -1;
+		s = end;
+	}
+	return n;
+}
+
+int agr__pin_worker(const char *who, unsigned index)
+{
+	const char *s = getenv(CPUS_VAR);
+	int cpus[CPU_SETSIZE], n, cpu, err;
+	cpu_set_t set;
+
+	if (!s || !*s)
+		return -1;
+	n = parse_cpus(s, cpus, CPU_SETSIZE);
+	if (n <= 0) {
+		agr__log(AGR_LOG_WARN, "%s: %s=\"%s\" is not a list of CPUs "
+			 "such as \"1\" or \"0,2-3\"; not pinned", who,
+			 CPUS_VAR, s);
+		return -1;
+	}
+	cpu = cpus[index % (unsigned)n];
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (err) {
+		agr__log(AGR_LOG_WARN, "%s: cannot run on CPU %d (%s=\"%s\"):"
+			 " %s; not pinned", who, cpu, CPUS_VAR, s,
+			 strerror(err));
+		return -1;
+	}
+	return cpu;
+}
+
+void agr__pin_io_workers(struct io_uring *ring, const char *who, int cpu)
+{
+	cpu_set_t set;
+	int ret;
+
+	if (cpu < 0)
+		return;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	ret = io_uring_register_iowq_aff(ring, sizeof(set), &set);
+	if (ret < 0)
+		agr__log(AGR_LOG_INFO, "%s: io-wq threads not pinned to CPU "
+			 "%d: %s", who, cpu, strerror(-ret));
+}
