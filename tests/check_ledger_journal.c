@@ -58,9 +58,17 @@ static const char *tmp_root(void)
 	return access("/var/tmp", W_OK) == 0 ? "/var/tmp" : "/tmp";
 }
 
-static void rig_up(struct rig *g)
+/* A supplier with one worker: the journal's. */
+static void start_worker(struct rig *g)
 {
 	agr_named_aggregate named = { "bank", "Journal" };
+
+	ck_assert_int_eq(agr_supplier_new("journal", 1, &g->sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(g->sup, &named, &g->s), 0);
+}
+
+static void rig_up(struct rig *g)
+{
 	int n;
 
 	memset(g, 0, sizeof(*g));
@@ -70,8 +78,7 @@ static void rig_up(struct rig *g)
 	ck_assert_ptr_nonnull(mkdtemp(g->dir));
 	n = snprintf(g->path, sizeof(g->path), "%s/journal-0.log", g->dir);
 	ck_assert(n > 0 && (size_t)n < sizeof(g->path));
-	ck_assert_int_eq(agr_supplier_new("journal", 1, &g->sup), 0);
-	ck_assert_int_eq(agr_supplier_get_or_init(g->sup, &named, &g->s), 0);
+	start_worker(g);
 	g->expected = calloc(MAX_EXPECTED, RECORD_LEN);
 	ck_assert_ptr_nonnull(g->expected);
 }
@@ -95,13 +102,20 @@ static void stop_and_close(struct rig *g)
 	journal_close(&g->j);
 }
 
-/* A new worker for a journal reopened after stop_and_close(). */
-static void restart(struct rig *g)
-{
-	agr_named_aggregate named = { "bank", "Journal" };
+static void rig_down(struct rig *g);
 
-	ck_assert_int_eq(agr_supplier_new("journal", 1, &g->sup), 0);
-	ck_assert_int_eq(agr_supplier_get_or_init(g->sup, &named, &g->s), 0);
+/*
+ * Opens the journal for direct I/O; false (and the rig is down) where
+ * the file system refuses O_DIRECT, for a test about the direct mode.
+ */
+static bool open_direct_or_skip(struct rig *g)
+{
+	open_journal(g, 0, JOURNAL_IO_DIRECT, JOURNAL_SYNC_DSYNC);
+	if (g->j.direct)
+		return true;
+	fprintf(stderr, "SKIP: %s refuses O_DIRECT\n", g->dir);
+	rig_down(g);
+	return false;
 }
 
 static void rig_down(struct rig *g)
@@ -320,13 +334,13 @@ START_TEST(reopen_continues_after_the_records)
 	append_ok(&g, 0, 7); /* 280 bytes: a partial block */
 	stop_and_close(&g);
 
-	restart(&g);
+	start_worker(&g);
 	open_journal(&g, g.expected_len, second, SYNC_OF(_i));
 	direct_once |= g.j.direct;
 	append_ok(&g, 7, 150); /* into the next block */
 	stop_and_close(&g);
 
-	restart(&g);
+	start_worker(&g);
 	open_journal(&g, g.expected_len, first, SYNC_OF(_i));
 	append_ok(&g, 157, 1);
 	stop_and_close(&g);
@@ -343,12 +357,8 @@ START_TEST(zeros_are_written_ahead)
 	off_t size;
 
 	rig_up(&g);
-	open_journal(&g, 0, JOURNAL_IO_DIRECT, JOURNAL_SYNC_DSYNC);
-	if (!g.j.direct) {
-		rig_down(&g);
-		fprintf(stderr, "SKIP: %s refuses O_DIRECT\n", g.dir);
+	if (!open_direct_or_skip(&g))
 		return;
-	}
 	append_ok(&g, 0, 1);
 	ck_assert_uint_eq(g.j.zero_fills, 1);
 	ck_assert_uint_eq(g.j.zeroed, JOURNAL_ZERO_CHUNK);
@@ -431,12 +441,8 @@ START_TEST(a_failed_zero_fill_costs_only_speed)
 	struct rig g;
 
 	rig_up(&g);
-	open_journal(&g, 0, JOURNAL_IO_DIRECT, JOURNAL_SYNC_DSYNC);
-	if (!g.j.direct) {
-		rig_down(&g);
-		fprintf(stderr, "SKIP: %s refuses O_DIRECT\n", g.dir);
+	if (!open_direct_or_skip(&g))
 		return;
-	}
 	/* The first completion is the zero fill's write. */
 	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_IO_RESULT, -ENOSPC, 0, 1),
 			 0);
