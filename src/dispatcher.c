@@ -863,8 +863,10 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 		return 0;
 	ret = enter(d);
 	if (ret) {
-		/* Like a refusal mid-batch: the first message's, the rest
-		 * not offered. */
+		/*
+		 * As when it stops mid-batch: one refusal, the first
+		 * message's; the rest were not offered.
+		 */
 		if (msgs[0] && msgs[0]->aggregate_id)
 			refuse(d, msgs[0], ret);
 		return ret;

@@ -453,13 +453,6 @@ static void sleep_in_kernel(struct agr_worker *w)
 	atomic_store_explicit(&w->bell, AGR__BELL_RUNG, memory_order_seq_cst);
 }
 
-/*
- * Watches for work for up to w->idle_spin_ns before sleeping; true if work
- * (or a stop) showed up. The bell stays rung meanwhile, so producers
- * push without ringing. Completions of I/O need a trip to the kernel to
- * show (DEFER_TASKRUN); the kernel flags them (TASKRUN_FLAG) and the
- * spin makes the trip at once.
- */
 /* AGR_IDLE_SPIN_US, read as each worker starts. */
 static uint64_t read_idle_spin_ns(void)
 {
@@ -493,6 +486,13 @@ static bool io_done(struct agr_worker *w)
 	return true;
 }
 
+/*
+ * Watches for work for up to w->idle_spin_ns before sleeping; true if work
+ * (or a stop) showed up. The bell stays rung meanwhile, so producers
+ * push without ringing. Completions of I/O need a trip to the kernel to
+ * show (DEFER_TASKRUN); the kernel flags them (TASKRUN_FLAG) and the
+ * spin makes the trip at once.
+ */
 static bool spin_for_work(struct agr_worker *w)
 {
 	uint64_t deadline;
