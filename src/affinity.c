@@ -59,7 +59,7 @@ int agr__pin_worker(const char *who, unsigned index)
 		return -1;
 	n = parse_cpus(s, cpus, CPU_SETSIZE);
 	if (n <= 0) {
-		agr__log(AGR_LOG_WARN, "%s: %s=\"%s\" is not a list of CPUs "
+		agr__log(AGR_LOG_ERROR, "%s: %s=\"%s\" is not a list of CPUs "
 			 "such as \"1\" or \"0,2-3\"; not pinned", who,
 			 CPUS_VAR, s);
 		return -1;
@@ -69,7 +69,7 @@ int agr__pin_worker(const char *who, unsigned index)
 	CPU_SET(cpu, &set);
 	err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 	if (err) {
-		agr__log(AGR_LOG_WARN, "%s: cannot run on CPU %d (%s=\"%s\"):"
+		agr__log(AGR_LOG_ERROR, "%s: cannot run on CPU %d (%s=\"%s\"):"
 			 " %s; not pinned", who, cpu, CPUS_VAR, s,
 			 strerror(err));
 		return -1;

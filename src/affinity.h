@@ -19,7 +19,7 @@
 /*
  * Pins the calling thread, worker `index`, as AGR_WORKER_CPUS says
  * (read now). Returns the CPU, or -1 when nothing was asked or the
- * setting or the CPU was refused (logged as a warning, with `who`).
+ * setting or the CPU was refused (logged as an error, with `who`).
  */
 int agr__pin_worker(const char *who, unsigned index);
 

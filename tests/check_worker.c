@@ -730,14 +730,14 @@ static void two_allowed_cpus(int *a, int *b)
 		*b = *a;
 }
 
-static atomic_int pin_warnings;
+static atomic_int pin_errors;
 
-static void count_pin_warnings(agr_log_level level, const char *msg,
+static void count_pin_errors(agr_log_level level, const char *msg,
 			       void *arg)
 {
 	(void)arg;
-	if (level == AGR_LOG_WARN && strstr(msg, "not pinned"))
-		atomic_fetch_add(&pin_warnings, 1);
+	if (level == AGR_LOG_ERROR && strstr(msg, "not pinned"))
+		atomic_fetch_add(&pin_errors, 1);
 }
 
 /* Worker i runs on the i-th CPU of the list, modulo its length. */
@@ -790,7 +790,7 @@ START_TEST(a_cpu_range_is_expanded)
 }
 END_TEST
 
-/* Bad lists and CPUs that do not exist: a warning per worker, no pin. */
+/* Bad lists and CPUs that do not exist: an error per worker, no pin. */
 START_TEST(a_bad_cpu_list_pins_nothing)
 {
 	static const char *const bad[] = { "x", "1,", "-1", "3-1", "1-",
@@ -802,9 +802,9 @@ START_TEST(a_bad_cpu_list_pins_nothing)
 	size_t k;
 
 	ck_assert_int_eq(sched_getaffinity(0, sizeof(mine), &mine), 0);
-	agr_set_log_hook(count_pin_warnings, NULL);
+	agr_set_log_hook(count_pin_errors, NULL);
 	for (k = 0; k < sizeof(bad) / sizeof(bad[0]); k++) {
-		atomic_store(&pin_warnings, 0);
+		atomic_store(&pin_errors, 0);
 		ck_assert_int_eq(setenv("AGR_WORKER_CPUS", bad[k], 1), 0);
 		sup = new_supplier(2);
 		s = lookup(sup, "Unpinned");
@@ -813,9 +813,9 @@ START_TEST(a_bad_cpu_list_pins_nothing)
 		place(s, 1, &p);
 		ck_assert_int_eq(p.cpus, CPU_COUNT(&mine));
 		agr_supplier_free(sup);
-		ck_assert_msg(atomic_load(&pin_warnings) == 2,
-			      "AGR_WORKER_CPUS=\"%s\": %d warnings", bad[k],
-			      atomic_load(&pin_warnings));
+		ck_assert_msg(atomic_load(&pin_errors) == 2,
+			      "AGR_WORKER_CPUS=\"%s\": %d errors", bad[k],
+			      atomic_load(&pin_errors));
 	}
 	unsetenv("AGR_WORKER_CPUS");
 	agr_set_log_hook(NULL, NULL);
