@@ -279,6 +279,27 @@ static void journal_fail(struct journal *j, int err)
 	finish_batch(j, err);
 }
 
+/*
+ * Direct: the file system took O_DIRECT at open but refuses the writes
+ * (with and without RWF_DSYNC). Before any direct batch was durable,
+ * the same descriptor goes on through the page cache. The buffers stay
+ * until journal_close(): a zero fill may still be writing from them.
+ */
+static bool fall_back_to_buffered(struct journal *j)
+{
+	int flags;
+
+	if (!j->direct || j->syncs > 0 || j->written != 0)
+		return false;
+	flags = fcntl(j->fd, F_GETFL);
+	if (flags < 0 || fcntl(j->fd, F_SETFL, flags & ~O_DIRECT) < 0)
+		return false;
+	fprintf(stderr, "ledger_server: journal: O_DIRECT writes refused; "
+		"going through the page cache\n");
+	j->direct = false;
+	return true;
+}
+
 static void journal_written(int res, void *arg)
 {
 	struct journal *j = arg;
@@ -288,6 +309,12 @@ static void journal_written(int res, void *arg)
 	if ((res == -EINVAL || res == -EOPNOTSUPP) && !j->no_dsync &&
 	    j->written == 0) {
 		j->no_dsync = true; /* RWF_DSYNC refused: the classic way */
+		ret = write_more(j);
+		if (ret < 0)
+			journal_fail(j, ret);
+		return;
+	}
+	if (res == -EINVAL && fall_back_to_buffered(j)) {
 		ret = write_more(j);
 		if (ret < 0)
 			journal_fail(j, ret);
@@ -409,6 +436,7 @@ static int open_direct(struct journal *j, const char *path)
 	if (!j->stage || !j->tail || !zeros)
 		return -ENOMEM;
 	zeros_users++;
+	j->holds_zeros = true;
 	j->stage_cap = JOURNAL_BLOCK;
 	j->direct = true;
 	ret = read_tail(j);
@@ -419,10 +447,11 @@ static int open_direct(struct journal *j, const char *path)
 
 static void free_direct(struct journal *j)
 {
-	if (j->direct && --zeros_users == 0) {
+	if (j->holds_zeros && --zeros_users == 0) {
 		free(zeros);
 		zeros = NULL;
 	}
+	j->holds_zeros = false;
 	free(j->stage);
 	free(j->tail);
 	j->stage = j->tail = NULL;

@@ -76,6 +76,7 @@ struct journal {
 	bool kicked;	 /* a journal_kick() task is queued */
 	bool zeroing;	 /* a zero fill is in flight */
 	bool waiting;	 /* the next batch waits for the zero fill */
+	bool holds_zeros; /* counted among the users of the zero buffer */
 	uint64_t offset; /* end of what is durable */
 	uint64_t zeroed; /* below this the file holds records or zeros */
 	uint64_t zero_at; /* where the zero fill in flight writes */
@@ -99,8 +100,9 @@ struct journal {
  * write after its first `end` bytes: the whole records replay found;
  * whatever follows them must be zeros or cut off. With
  * JOURNAL_IO_DIRECT, falls back to buffered I/O (j->direct false) where
- * O_DIRECT is refused; with JOURNAL_SYNC_DSYNC, to a write and an
- * fdatasync where RWF_DSYNC is. Returns 0 or a negative errno.
+ * O_DIRECT is refused (at open, or by the first batch's write); with
+ * JOURNAL_SYNC_DSYNC, to a write and an fdatasync where RWF_DSYNC is.
+ * Returns 0 or a negative errno.
  */
 int journal_open(struct journal *j, const char *path, uint64_t end,
 		 enum journal_io io, enum journal_sync sync,

@@ -6,7 +6,8 @@
  * many, across block boundaries and across a reopen; the direct mode
  * writes zeros ahead of them; and, with --enable-fault-injection, a
  * short write is finished, a failed write fails its batch and every
- * later append, and a failed zero fill costs nothing but speed.
+ * later append, a failed zero fill costs nothing but speed, and direct
+ * writes refused after an O_DIRECT open fall back to the page cache.
  *
  * Appends and durable callbacks run on the journal's worker; they are
  * recorded there and asserted on the test thread after a latch.
@@ -462,6 +463,32 @@ START_TEST(a_failed_zero_fill_costs_only_speed)
 }
 END_TEST
 
+/*
+ * A file system that takes O_DIRECT at open but refuses the writes: the
+ * first batch goes on through the page cache, and so does the rest.
+ */
+START_TEST(refused_direct_writes_fall_back_to_the_page_cache)
+{
+	struct rig g;
+
+	rig_up(&g);
+	if (!open_direct_or_skip(&g))
+		return;
+	/* Past the zero fill's write and fdatasync: the batch, twice. */
+	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_IO_RESULT, -EINVAL, 2, 2),
+			 0);
+	append_ok(&g, 0, 3);
+	ck_assert_uint_eq(agr_fault_fired(AGR_FAULT_IO_RESULT), 2);
+	agr_fault_reset();
+	ck_assert(!g.j.direct);
+	ck_assert(g.j.no_dsync);
+	append_ok(&g, 3, 150);
+	stop_and_close(&g);
+	assert_file(&g, true); /* the zeros written ahead stay */
+	rig_down(&g);
+}
+END_TEST
+
 #endif /* AGR_FAULT_INJECTION */
 
 static Suite *journal_suite(void)
@@ -478,6 +505,7 @@ static Suite *journal_suite(void)
 	tcase_add_loop_test(tc, a_short_write_is_finished, 0, 4);
 	tcase_add_loop_test(tc, a_failed_write_fails_for_good, 0, 4);
 	tcase_add_test(tc, a_failed_zero_fill_costs_only_speed);
+	tcase_add_test(tc, refused_direct_writes_fall_back_to_the_page_cache);
 #endif
 	suite_add_tcase(s, tc);
 	return s;
