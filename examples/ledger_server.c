@@ -60,13 +60,13 @@
  * events durable. By default the journal writes whole blocks with
  * O_DIRECT into zeros it wrote ahead, so that a batch costs one write
  * and one cache flush and no kernel worker thread; --journal-io
- * buffered goes through the page cache instead. One group holds one event in flight (an account's events
- * are serial), so a batch holds at most one event per group: hence
- * --groups defaults to 4096, far above the library's CPU-based default.
- * Since a batch is written only after the previous one is durable, a
- * crash can tear only the last batch, whose events nobody has seen
- * acknowledged: the file is always acknowledged records, then maybe a
- * torn tail.
+ * buffered goes through the page cache instead. One group holds one
+ * event in flight (an account's events are serial), so a batch holds at
+ * most one event per group: hence --groups defaults to 4096, far above
+ * the library's CPU-based default. Since a batch is written only after
+ * the previous one is durable, a crash can tear only the last batch,
+ * whose events nobody has seen acknowledged: the file is always
+ * acknowledged records, then maybe a torn batch, then maybe zeros.
  *
  * Reply order. Requests of one connection may finish out of order (they
  * go to different groups); each connection keeps its requests in a
