@@ -300,22 +300,29 @@ static bool fall_back_to_buffered(struct journal *j)
 	return true;
 }
 
+/*
+ * A write was refused in a way the other way of writing may not be:
+ * RWF_DSYNC (then write + fdatasync), or O_DIRECT (then the page
+ * cache). True if the journal switched.
+ */
+static bool switch_way(struct journal *j, int res)
+{
+	if ((res == -EINVAL || res == -EOPNOTSUPP) && !j->no_dsync &&
+	    j->written == 0) {
+		j->no_dsync = true;
+		return true;
+	}
+	return res == -EINVAL && fall_back_to_buffered(j);
+}
+
 static void journal_written(int res, void *arg)
 {
 	struct journal *j = arg;
 	size_t before = j->written;
 	int ret;
 
-	if ((res == -EINVAL || res == -EOPNOTSUPP) && !j->no_dsync &&
-	    j->written == 0) {
-		j->no_dsync = true; /* RWF_DSYNC refused: the classic way */
-		ret = write_more(j);
-		if (ret < 0)
-			journal_fail(j, ret);
-		return;
-	}
-	if (res == -EINVAL && fall_back_to_buffered(j)) {
-		ret = write_more(j);
+	if (switch_way(j, res)) {
+		ret = write_more(j); /* the same bytes, the other way */
 		if (ret < 0)
 			journal_fail(j, ret);
 		return;
