@@ -396,7 +396,7 @@ for e in "${ledgers[@]}"; do
 	events[$e]=$(sed -n 's/.*: \([0-9]*\) events journaled in.*/\1/p' \
 		"$log")
 	syncs[$e]=$(sed -n \
-		's/.*events journaled in \([0-9]*\) fdatasyncs.*/\1/p' "$log")
+		's/.*journaled in \([0-9]*\) durable writes.*/\1/p' "$log")
 	[ "${events[$e]}" = "${sent[$e]}" ] ||
 		fail "$e journaled ${events[$e]} events, ${sent[$e]}" \
 			"INCRBYs were sent"

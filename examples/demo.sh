@@ -125,7 +125,7 @@ say "SIGTERM: graceful stop (deadline $stop_deadline s)"
 stop_server "$data/server.log"
 cat "$data/server.log"
 events=$(field "$data/server.log" 'ledger_server: ' ' events journaled')
-syncs=$(field "$data/server.log" 'events journaled in ' ' fdatasyncs')
+syncs=$(field "$data/server.log" 'events journaled in ' ' durable writes')
 refused=$(field "$data/server.log" ' commands, ' ' overdrafts refused')
 journal_io=$(sed -n 's/^ledger_server: journal I\/O //p' "$data/server.log")
 stop_ms=$(field "$data/server.log" 'stopped cleanly in ' ' ms')

@@ -2057,7 +2057,7 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 	       clean ? "cleanly" : "BY FORCE", (double)ns / 1e6, conns,
 	       commands, overdrafts, perrs);
 	printf("ledger_server: %" PRIu64 " events journaled in %" PRIu64
-	       " fdatasyncs (%.1f events per fdatasync)%s\n",
+	       " durable writes (%.1f events per write)%s\n",
 	       events, syncs, syncs ? (double)events / (double)syncs : 0.0,
 	       journal_ok ? "" : "; JOURNAL FAILED");
 	fflush(stdout);
