@@ -26,6 +26,13 @@
  * aggring's workers; -T changes it): that is the difference this
  * workload shows.
  *
+ * A fourth engine, "io_uring", is no engine: the same slots read by one
+ * bare liburing loop per worker (SINGLE_ISSUER | DEFER_TASKRUN, as
+ * aggring's rings; submit and wait for one completion), with no
+ * dispatcher, groups or callbacks around the reads. aggring / io_uring
+ * is what the engine costs; io_uring / fio is what fio's own loop gains
+ * over a plain one.
+ *
  * Every run checks per-id order and exactly-once completion and that
  * each read returned 4096 bytes; a broken run is not reported. Each
  * figure is the median of RUNS runs (min, max, spread); the ratios are
@@ -40,6 +47,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +56,7 @@
 #include <unistd.h>
 
 #include <aggring.h>
+#include <liburing.h>
 
 #include "harness.h"
 #include "peer.h"
@@ -217,6 +226,111 @@ static void peer_read(struct peer_msg **msgs, int n, void *arg)
 	}
 }
 
+/* ---- io_uring: a bare ring per worker, no engine ---- */
+
+/* Named like a peer, run by run_bare(): only its name is used. */
+static const struct peer_engine bare_uring = { .name = "io_uring" };
+
+struct bare_thread {
+	struct run *run;
+	int first, step; /* its slots: first, first + step, ... */
+	pthread_barrier_t *ready;
+	pthread_t tid;
+};
+
+static void bare_prep(struct io_uring *ring, struct slot *s)
+{
+	/* Never NULL: the ring has an entry for each of its slots. */
+	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+
+	io_uring_prep_read(sqe, s->run->fd, s->buf, BLOCK, s->offset);
+	io_uring_sqe_set_data(sqe, s);
+}
+
+static void bare_ring_init(struct io_uring *ring, unsigned entries)
+{
+	struct io_uring_params p = {
+		.flags = IORING_SETUP_SINGLE_ISSUER |
+			 IORING_SETUP_DEFER_TASKRUN,
+	};
+	int ret = io_uring_queue_init_params(entries, ring, &p);
+
+	if (ret == -EINVAL) { /* before 6.1 */
+		p.flags = 0;
+		ret = io_uring_queue_init_params(entries, ring, &p);
+	}
+	if (ret < 0) {
+		fprintf(stderr, WORKLOAD ": io_uring: %s\n", strerror(-ret));
+		exit(1);
+	}
+}
+
+/* Reads its slots until each has sent its quota. */
+static void *bare_loop(void *arg)
+{
+	struct bare_thread *t = arg;
+	struct run *r = t->run;
+	struct io_uring ring;
+	struct io_uring_cqe *cqe;
+	unsigned head, seen;
+	int live = 0, i, ret;
+
+	bare_ring_init(&ring, (unsigned)((r->nslots + t->step - 1) / t->step));
+	for (i = t->first; i < r->nslots; i += t->step, live++)
+		bare_prep(&ring, &r->slots[i]);
+	pthread_barrier_wait(t->ready);
+	while (live > 0) {
+		ret = io_uring_submit_and_wait(&ring, 1);
+		if (ret < 0 && ret != -EINTR) {
+			fprintf(stderr, WORKLOAD ": io_uring_submit_and_wait:"
+				" %s\n", strerror(-ret));
+			exit(1);
+		}
+		seen = 0;
+		io_uring_for_each_cqe(&ring, head, cqe) {
+			struct slot *s = io_uring_cqe_get_data(cqe);
+
+			read_finished(s, cqe->res);
+			seen++;
+			if (s->seq + 1 < s->quota) {
+				slot_next(s);
+				bare_prep(&ring, s);
+			} else {
+				live--;
+			}
+		}
+		io_uring_cq_advance(&ring, seen);
+	}
+	io_uring_queue_exit(&ring);
+	return NULL;
+}
+
+/*
+ * Runs the slots of r on `threads` bare rings; returns when all are
+ * done, with *t0 the time they all had their rings.
+ */
+static void run_bare(struct run *r, int threads, uint64_t *t0)
+{
+	struct bare_thread *t = calloc((size_t)threads, sizeof(*t));
+	pthread_barrier_t ready;
+	int i;
+
+	if (!t || pthread_barrier_init(&ready, NULL, (unsigned)threads + 1))
+		exit(1);
+	for (i = 0; i < threads; i++) {
+		t[i] = (struct bare_thread){ .run = r, .first = i,
+					     .step = threads, .ready = &ready };
+		if (pthread_create(&t[i].tid, NULL, bare_loop, &t[i]))
+			exit(1);
+	}
+	pthread_barrier_wait(&ready);
+	*t0 = bench_now_ns();
+	for (i = 0; i < threads; i++)
+		pthread_join(t[i].tid, NULL);
+	pthread_barrier_destroy(&ready);
+	free(t);
+}
+
 /* ---- one run ---- */
 
 /* Names "blk-<k>" such that name s goes to group s of `groups`. */
@@ -237,6 +351,43 @@ static char (*slot_ids(int groups))[24]
 		found++;
 	}
 	return names;
+}
+
+/* Starts aggring or a peer on r and sends every slot; returns when. */
+static uint64_t run_engine(const struct config *c, struct run *r)
+{
+	uint64_t t0;
+	int i;
+
+	if (r->engine) {
+		r->peer = r->engine->create(c->peer_threads, r->nslots,
+					    peer_read, r);
+		if (!r->peer) {
+			fprintf(stderr, WORKLOAD ": %s: create failed\n",
+				r->engine->name);
+			exit(1);
+		}
+	} else {
+		r->disp = make_dispatcher(r, c->workers);
+	}
+	t0 = bench_now_ns();
+	for (i = 0; i < r->nslots; i++)
+		if (r->engine)
+			r->engine->send(r->peer, &r->slots[i].peer);
+		else
+			agr_send(&r->slots[i]);
+	bench_order_wait(&r->order);
+	return t0;
+}
+
+static void stop_engine(struct run *r)
+{
+	if (r->engine) {
+		r->engine->destroy(r->peer);
+	} else {
+		agr_dispatcher_stop_gracefully(r->disp, 60ull * 1000000000ull);
+		agr_dispatcher_free(r->disp);
+	}
 }
 
 /*
@@ -272,30 +423,13 @@ static double run_once(const struct config *c, const struct peer_engine *engine,
 		s->peer.user = s;
 		slot_next(s);
 	}
-	if (engine) {
-		r.peer = engine->create(c->peer_threads, r.nslots, peer_read,
-					&r);
-		if (!r.peer) {
-			fprintf(stderr, WORKLOAD ": %s: create failed\n",
-				engine->name);
-			exit(1);
-		}
+	if (engine == &bare_uring) {
+		run_bare(&r, c->workers, &t0);
+		t1 = bench_now_ns();
 	} else {
-		r.disp = make_dispatcher(&r, c->workers);
-	}
-	t0 = bench_now_ns();
-	for (i = 0; i < r.nslots; i++)
-		if (engine)
-			engine->send(r.peer, &r.slots[i].peer);
-		else
-			agr_send(&r.slots[i]);
-	bench_order_wait(&r.order);
-	t1 = bench_now_ns();
-	if (engine) {
-		engine->destroy(r.peer);
-	} else {
-		agr_dispatcher_stop_gracefully(r.disp, 60ull * 1000000000ull);
-		agr_dispatcher_free(r.disp);
+		t0 = run_engine(c, &r);
+		t1 = bench_now_ns();
+		stop_engine(&r);
 	}
 	bench_order_verify(&r.order, engine ? engine->name : "aggring");
 	if (atomic_load(&r.failed)) {
@@ -598,6 +732,8 @@ int main(int argc, char **argv)
 		e.name[e.n] = peer_engines[i]->name;
 		e.peer[e.n++] = peer_engines[i];
 	}
+	e.name[e.n] = bare_uring.name;
+	e.peer[e.n++] = &bare_uring;
 	e.fio = have_fio();
 	if (e.fio)
 		e.name[e.n] = "fio";
