@@ -26,7 +26,7 @@
  * aggring's workers; -T changes it): that is the difference this
  * workload shows.
  *
- * A fourth engine, "io_uring", is no engine: the same slots read by one
+ * One more row, "io_uring", is no engine: the same slots read by one
  * bare liburing loop per worker (SINGLE_ISSUER | DEFER_TASKRUN, as
  * aggring's rings; submit and wait for one completion), with no
  * dispatcher, groups or callbacks around the reads. aggring / io_uring
