@@ -87,6 +87,27 @@ same_balances() {
 	     END { exit bad > 0 }' "$1" "$2"
 }
 
+# journal_holds EXPECTED WHAT: the journals in $data, replayed offline
+# (ledger_server --verify), give exactly EXPECTED's balances. WHAT names
+# the stage in failures.
+journal_holds() {
+	"$ex/ledger_server" --verify --dir "$data" --dump "$1.dump" ||
+		fail "verify $2"
+	same_balances "$1.dump" "$1" || fail "journal != expected $2"
+}
+
+# serves_and_goes_on EXPECTED SEED NEXT LOG WHAT: the running server
+# serves EXPECTED's balances and takes another ledger_load run (SEED),
+# whose balances go to NEXT; stopped (LOG), its journals hold them.
+serves_and_goes_on() {
+	"$ex/ledger_load" --port "$port" --check "$1" || fail "balances $5"
+	"$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
+		--accounts 40 --pipeline 4 --seed "$2" --expect-out "$3" ||
+		fail "ledger_load $5"
+	stop_server "$4"
+	journal_holds "$3" "$5"
+}
+
 have_bash=false
 command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1 &&
 	have_bash=true
@@ -196,9 +217,7 @@ stop_server "$tmp/server1.log"
 [ -n "${idle:-}" ] && kill "$idle" 2>/dev/null
 
 step "the journals hold exactly the acknowledged balances"
-"$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump1" ||
-	fail "verify"
-same_balances "$tmp/dump1" "$tmp/expected" || fail "journal != expected"
+journal_holds "$tmp/expected" "after the first run"
 
 # data_end FILE: the bytes before the zeros a direct journal writes
 # ahead (records never hold a NUL byte).
@@ -241,30 +260,16 @@ grep -q "replayed $events events" "$tmp/server2.log" ||
 	fail "expected $events events replayed"
 
 step "the restarted server (write + fdatasync) serves the same balances, and goes on"
-"$ex/ledger_load" --port "$port" --check "$tmp/expected" ||
-	fail "balances after restart"
-"$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
-	--accounts 40 --pipeline 4 --seed 4 --expect-out "$tmp/expected2" ||
-	fail "ledger_load after restart"
-stop_server "$tmp/server2.log"
-"$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump2" ||
-	fail "verify after restart"
-same_balances "$tmp/dump2" "$tmp/expected2" || fail "journal != expected"
+serves_and_goes_on "$tmp/expected" 4 "$tmp/expected2" "$tmp/server2.log" \
+	"after restart"
 
 step "--journal-io buffered on the same journals: writes after the records"
 start_server "$tmp/server3.log" "$ex/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64 --journal-io buffered
 grep -q '^ledger_server: journal I/O buffered, RWF_DSYNC writes$' \
 	"$tmp/server3.log" || fail "no 'journal I/O buffered' line"
-"$ex/ledger_load" --port "$port" --check "$tmp/expected2" ||
-	fail "balances in buffered mode"
-"$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
-	--accounts 40 --pipeline 4 --seed 5 --expect-out "$tmp/expected3" ||
-	fail "ledger_load in buffered mode"
-stop_server "$tmp/server3.log"
-"$ex/ledger_server" --verify --dir "$data" --dump "$tmp/dump3" ||
-	fail "verify after buffered mode"
-same_balances "$tmp/dump3" "$tmp/expected3" || fail "journal != expected"
+serves_and_goes_on "$tmp/expected2" 5 "$tmp/expected3" "$tmp/server3.log" \
+	"in buffered mode"
 
 step "one worker, more records than the first zeros: it writes more"
 # Less than 2 MiB left ahead starts the next 4 MiB of zeros: some
