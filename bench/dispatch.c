@@ -156,8 +156,31 @@ static void send_agr(agr_dispatcher *d, struct item *items, long n,
 	}
 }
 
-/* One run of engine e: M msg/s from the first send to the last completion. */
-static double run_once(int e, struct item *items, const struct config *c)
+/*
+ * Items (group activations: nothing else runs here) that the workers of
+ * `d` ran. An activation drains up to the drain limit; a worker that
+ * keeps pace with the producer runs one message per activation.
+ */
+static uint64_t activations(agr_dispatcher *d, int workers)
+{
+	agr_scheduler *s = agr_dispatcher_scheduler(d);
+	agr_worker_metrics m;
+	uint64_t sum = 0;
+	int w;
+
+	for (w = 0; w < workers; w++)
+		if (agr_scheduler_worker_metrics(s, w, &m) == 0)
+			sum += m.items;
+	return sum;
+}
+
+/*
+ * One run of engine e: M msg/s from the first send to the last
+ * completion. For aggring, *per_activation is set to the messages run
+ * per group activation.
+ */
+static double run_once(int e, struct item *items, const struct config *c,
+		       double *per_activation)
 {
 	const struct peer_engine *pe = NULL;
 	struct bench_order o;
@@ -189,6 +212,9 @@ static double run_once(int e, struct item *items, const struct config *c)
 		send_agr(d, items, c->n, e == AGR_BATCH ? c->batch : 1);
 	bench_order_wait(&o);
 	t1 = bench_now_ns();
+	if (!pe && per_activation)
+		*per_activation = (double)c->n /
+				  (double)activations(d, c->workers);
 	if (pe)
 		pe->destroy(p);
 	else
@@ -241,25 +267,51 @@ static void print_ratio(const char *what, double ratio, double target)
 	       ratio >= target ? "met" : "MISSED");
 }
 
+/*
+ * The slowest and the fastest of aggring's runs, with the messages each
+ * ran per activation: where a run falls is mostly whether a worker kept
+ * pace with the producer (about 1 per activation, an activation per
+ * message) or fell behind (up to the drain limit).
+ */
+static void print_modes(const char *engine, const double *v,
+			const double *per_act, int runs)
+{
+	int r, slow = 0, fast = 0;
+
+	for (r = 1; r < runs; r++) {
+		if (v[r] < v[slow])
+			slow = r;
+		if (v[r] > v[fast])
+			fast = r;
+	}
+	printf("  %-18s slowest %6.2f M/s at %5.1f msgs/activation, "
+	       "fastest %6.2f M/s at %5.1f\n", engine, v[slow],
+	       per_act[slow], v[fast], per_act[fast]);
+}
+
 /* Warm-up, then RUNS rounds alternating engines; prints and writes CSV. */
 static void run_variant(struct config *c, struct item *items, int runs,
 			FILE *csv)
 {
 	struct bench_summary s[nengines];
-	double v[nengines][runs], worst = 0, agr_worst = 0;
+	double v[nengines][runs], unsorted[FIRST_PEER][runs];
+	double per_act[FIRST_PEER][runs], worst = 0, agr_worst = 0;
 	char variant[32];
 	int r, k, e, best = -1;
 
 	variant_name(variant, sizeof(variant), c->n);
 	for (e = 0; e < nengines; e++)
-		run_once(e, items, c);
+		run_once(e, items, c, NULL);
 	for (r = 0; r < runs; r++)
 		for (k = 0; k < nengines; k++) {
 			/* Rotate who goes first so no engine always follows
 			 * the same one. */
 			e = (r + k) % nengines;
-			v[e][r] = run_once(e, items, c);
+			v[e][r] = run_once(e, items, c,
+					   e < FIRST_PEER ? &per_act[e][r]
+							  : NULL);
 		}
+	memcpy(unsorted, v, sizeof(unsorted));
 	printf("\n%s: %s no-op messages over %d ids, %d groups, %d workers, "
 	       "one producer, %d runs (M msg/s)\n", WORKLOAD, variant, c->ids,
 	       c->groups, c->workers, runs);
@@ -276,16 +328,18 @@ static void run_variant(struct config *c, struct item *items, int runs,
 		if (e < FIRST_PEER && s[e].spread > agr_worst)
 			agr_worst = s[e].spread;
 	}
-	if (best < 0)
-		return;
-	printf("  best peer: %s\n", engine_name(best));
-	print_ratio("aggring single / best peer",
-		    s[AGR_SINGLE].median / s[best].median, 0.9);
-	print_ratio("aggring batch / best peer",
-		    s[AGR_BATCH].median / s[best].median, 1.0);
+	if (best >= 0) {
+		printf("  best peer: %s\n", engine_name(best));
+		print_ratio("aggring single / best peer",
+			    s[AGR_SINGLE].median / s[best].median, 0.9);
+		print_ratio("aggring batch / best peer",
+			    s[AGR_BATCH].median / s[best].median, 1.0);
+	}
 	printf("  %-28s %4.0f%%  (target < 30%%: %s; any engine: %.0f%%)\n",
 	       "aggring's largest spread", agr_worst * 100,
 	       agr_worst < 0.3 ? "met" : "MISSED", worst * 100);
+	for (e = 0; e < FIRST_PEER; e++)
+		print_modes(engine_name(e), unsorted[e], per_act[e], runs);
 }
 
 /* The group count aggring picks by default (64 x CPUs or AGR_PARALLELISM). */
