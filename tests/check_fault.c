@@ -114,11 +114,7 @@ static int log_count(agr_log_level level, const char *a, const char *b)
  */
 static int log_wait(agr_log_level level, const char *a, const char *b)
 {
-	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
+	struct timespec ts = tu_deadline_after(TU_LONG_NS);
 	int n;
 
 	pthread_mutex_lock(&logbook.lock);

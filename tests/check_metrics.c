@@ -1019,11 +1019,7 @@ static void assert_no_report(void)
 /* True when `n` reports came before `timeout_ns` passed. */
 static bool wait_reports(int n, uint64_t timeout_ns)
 {
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
+	struct timespec ts = tu_deadline_after(timeout_ns);
 	bool ok;
 
 	pthread_mutex_lock(&reports.lock);

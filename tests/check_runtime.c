@@ -179,11 +179,7 @@ static int probe_quiesce(void *self)
 /* Bounded, so that a broken runtime fails the test instead of hanging. */
 static void probe_block(struct probe *p, const bool *until)
 {
-	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
+	struct timespec ts = tu_deadline_after(TU_LONG_NS);
 
 	pthread_mutex_lock(&p->lock);
 	while (!*until &&

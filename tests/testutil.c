@@ -67,11 +67,7 @@ void tu_latch_count_down(struct tu_latch *l)
 
 bool tu_latch_wait(struct tu_latch *l, uint64_t timeout_ns)
 {
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
+	struct timespec ts = tu_deadline_after(timeout_ns);
 	bool ok;
 
 	pthread_mutex_lock(&l->lock);
@@ -129,11 +125,7 @@ long tu_tally_value(struct tu_tally *t)
 
 bool tu_tally_wait(struct tu_tally *t, long n, uint64_t timeout_ns)
 {
-	uint64_t deadline = tu_now_ns() + timeout_ns;
-	struct timespec ts = {
-		.tv_sec = (time_t)(deadline / 1000000000ull),
-		.tv_nsec = (long)(deadline % 1000000000ull),
-	};
+	struct timespec ts = tu_deadline_after(timeout_ns);
 	bool ok;
 
 	pthread_mutex_lock(&t->lock);
@@ -143,6 +135,17 @@ bool tu_tally_wait(struct tu_tally *t, long n, uint64_t timeout_ns)
 	ok = t->n >= n;
 	pthread_mutex_unlock(&t->lock);
 	return ok;
+}
+
+struct timespec tu_deadline_after(uint64_t timeout_ns)
+{
+	uint64_t deadline = tu_now_ns() + timeout_ns;
+	struct timespec ts = {
+		.tv_sec = (time_t)(deadline / 1000000000ull),
+		.tv_nsec = (long)(deadline % 1000000000ull),
+	};
+
+	return ts;
 }
 
 void tu_cond_init_monotonic(pthread_cond_t *cond)

@@ -10,6 +10,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <time.h>
 
 /* Automake's exit status for a skipped test. */
 #define TU_SKIP 77
@@ -41,6 +42,8 @@ void tu_reset_worker_failures(void);
 
 /* Initialises `cond` on CLOCK_MONOTONIC, the clock of tu_now_ns(). */
 void tu_cond_init_monotonic(pthread_cond_t *cond);
+/* The tu_now_ns() time `timeout_ns` from now, for such a condition. */
+struct timespec tu_deadline_after(uint64_t timeout_ns);
 
 /* A count-down latch. */
 struct tu_latch {
