@@ -139,9 +139,10 @@ static void dump_log(void)
 
 #define ASSERT_LOGGED(level, a, b)                                     \
 	do {                                                           \
-		if (log_wait((level), (a), (b)) < 1)                   \
+		int logged_ = log_wait((level), (a), (b));             \
+		if (logged_ < 1)                                       \
 			dump_log();                                    \
-		ck_assert_msg(log_count((level), (a), (b)) >= 1,       \
+		ck_assert_msg(logged_ >= 1,                            \
 			      "nothing logged with \"%s\" \"%s\"", (a),  \
 			      (b) ? (b) : "");                         \
 	} while (0)
