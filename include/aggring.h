@@ -16,5 +16,6 @@
 #include <aggring/runtime.h>
 #include <aggring/metrics.h>
 #include <aggring/io.h>
+#include <aggring/placement.h>
 
 #endif /* AGGRING_H */

@@ -3,6 +3,7 @@
  * affinity.c - pinning workers to CPUs, as AGR_WORKER_CPUS says.
  */
 #include "affinity.h"
+#include "placement.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -12,43 +13,6 @@
 /* The setting of the variable is read by each worker as it starts. */
 #define CPUS_VAR "AGR_WORKER_CPUS"
 
-/*
- * Parses "N", "N-M" and comma-separated lists of them into `cpus` (in
- * order, ranges expanded); returns their number, or -1 if `s` is not
- * such a list or names a CPU beyond CPU_SETSIZE.
- */
-static int parse_cpus(const char *s, int *cpus, int max)
-{
-	int n = 0;
-
-	while (*s) {
-		char *end;
-		long lo, hi;
-
-		errno = 0;
-		lo = strtol(s, &end, 10);
-		if (errno || end == s || lo < 0 || *s == '-' || *s == '+')
-			return -1;
-		hi = lo;
-		if (*end == '-') {
-			s = end + 1;
-			hi = strtol(s, &end, 10);
-			if (errno || end == s || *s == '-' || *s == '+')
-				return -1;
-		}
-		if (hi < lo || hi >= CPU_SETSIZE || n + (hi - lo + 1) > max)
-			return -1;
-		for (; lo <= hi; lo++)
-			cpus[n++] = (int)lo;
-		if (*end == ',' && end[1])
-			end++;
-		else if (*end)
-			return -1;
-		s = end;
-	}
-	return n;
-}
-
 int agr__pin_worker(const char *who, unsigned index)
 {
 	const char *s = getenv(CPUS_VAR);
@@ -57,7 +21,7 @@ int agr__pin_worker(const char *who, unsigned index)
 
 	if (!s || !*s)
 		return -1;
-	n = parse_cpus(s, cpus, CPU_SETSIZE);
+	n = agr__parse_cpu_list(s, cpus, CPU_SETSIZE);
 	if (n <= 0) {
 		agr__log(AGR_LOG_ERROR, "%s: %s=\"%s\" is not a list of CPUs "
 			 "such as \"1\" or \"0,2-3\"; not pinned", who,
