@@ -12,6 +12,7 @@
  *                 [--shutdown-timeout SECONDS] [--metrics-port P]
  *                 [--watchdog-ms N] [--journal-io direct|buffered]
  *                 [--journal-sync dsync|fdatasync]
+ *                 [--worker-cpus auto|none|LIST]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
@@ -30,6 +31,15 @@
  * send, one request per connection. --watchdog-ms N reports handlers
  * that hold their worker longer than N ms (none should: every wait is
  * on the ring).
+ *
+ * --worker-cpus: where the workers run (through AGR_WORKER_CPUS). auto,
+ * the default: with fewer workers than CPUs, first on the CPUs that
+ * take the journal disk's interrupts (agr_disk_irq_cpus()), where a
+ * durable write comes back without a cross-CPU wake-up; unpinned if
+ * that cannot be told, and when there is a worker per CPU. An
+ * AGR_WORKER_CPUS already set wins over auto. none: unpinned. LIST
+ * ("1", "0,2-3"): worker i on the i-th CPU of it. The server prints
+ * which.
  *
  * Commands: PING [msg], ECHO msg, GET account, INCRBY account n,
  * DECRBY account n, INCR account, DECR account, QUIT, and the CONFIG
@@ -112,6 +122,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -155,6 +166,7 @@ struct config {
 	const char *dump;
 	enum journal_io journal_io;
 	enum journal_sync journal_sync;
+	const char *worker_cpus; /* "auto", "none" or a CPU list */
 };
 
 /* ---- small helpers ---- */
@@ -1853,6 +1865,104 @@ static void open_journals(struct server *srv)
 	close(dfd);
 }
 
+/* ---- worker placement ---- */
+
+/* Appends ",cpu" (or "cpu" first) to `list`, of `size` bytes. */
+static void list_add(char *list, size_t size, int cpu)
+{
+	size_t len = strlen(list);
+
+	snprintf(list + len, size - len, "%s%d", len ? "," : "", cpu);
+}
+
+/*
+ * Why --worker-cpus auto leaves `nworkers` workers unpinned, or NULL if
+ * it pins them: then `list` holds the CPUs we may run on, those that
+ * take the journal disk's interrupts first, and `near` those.
+ */
+static const char *near_disk(const char *dir, unsigned nworkers, char *list,
+			     char *near, size_t size)
+{
+	static int disk[CPU_SETSIZE];
+	static char why[128];
+	cpu_set_t allowed, first;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+		return "cannot read the CPUs we may run on";
+	if (nworkers >= (unsigned)CPU_COUNT(&allowed))
+		return "as many workers as CPUs";
+	n = agr_disk_irq_cpus(dir, disk, CPU_SETSIZE);
+	if (n < 0) {
+		snprintf(why, sizeof(why), "the journal disk's interrupts: %s",
+			 agr_strerror(n));
+		return why;
+	}
+	CPU_ZERO(&first);
+	for (int i = 0; i < n && i < CPU_SETSIZE; i++)
+		if (CPU_ISSET((size_t)disk[i], &allowed))
+			CPU_SET((size_t)disk[i], &first);
+	if (CPU_COUNT(&first) == 0)
+		return "the journal disk's interrupts go to CPUs we may not use";
+	if (CPU_EQUAL(&first, &allowed))
+		return "every CPU takes the journal disk's interrupts";
+	list[0] = near[0] = '\0';
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET((size_t)cpu, &first)) {
+			list_add(list, size, cpu);
+			list_add(near, size, cpu);
+		}
+	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++)
+		if (CPU_ISSET((size_t)cpu, &allowed) &&
+		    !CPU_ISSET((size_t)cpu, &first))
+			list_add(list, size, cpu);
+	return NULL;
+}
+
+/*
+ * Where the workers run, told to the library through AGR_WORKER_CPUS
+ * before the first one starts (no other thread runs yet, so setenv is
+ * safe). auto: with fewer workers than CPUs, the CPUs that take the
+ * journal disk's interrupts first, so that a durable write comes back
+ * without a cross-CPU wake-up; a value already in the environment
+ * wins. With a worker per CPU pinning measured no faster
+ * (bench/RESULTS.md, network), so they are left to the kernel.
+ */
+static void place_workers(const struct server *srv, unsigned nworkers)
+{
+	static char list[CPU_SETSIZE * 6], near[CPU_SETSIZE * 6];
+	const char *mode = srv->cfg.worker_cpus, *env, *why;
+
+	if (strcmp(mode, "none") == 0) {
+		unsetenv("AGR_WORKER_CPUS");
+		printf("ledger_server: workers not pinned (--worker-cpus "
+		       "none)\n");
+		return;
+	}
+	if (strcmp(mode, "auto") != 0) {
+		if (setenv("AGR_WORKER_CPUS", mode, 1) < 0)
+			die("setenv: %s", strerror(errno));
+		printf("ledger_server: workers pinned to CPUs %s "
+		       "(--worker-cpus)\n", mode);
+		return;
+	}
+	env = getenv("AGR_WORKER_CPUS");
+	if (env && *env) {
+		printf("ledger_server: workers pinned to CPUs %s "
+		       "(AGR_WORKER_CPUS)\n", env);
+		return;
+	}
+	why = near_disk(srv->cfg.dir, nworkers, list, near, sizeof(list));
+	if (why) {
+		printf("ledger_server: workers not pinned (%s)\n", why);
+		return;
+	}
+	if (setenv("AGR_WORKER_CPUS", list, 1) < 0)
+		die("setenv: %s", strerror(errno));
+	printf("ledger_server: workers pinned to CPUs %s (the journal "
+	       "disk's interrupts go to CPU %s)\n", list, near);
+}
+
 static void start_dispatcher(struct server *srv)
 {
 	agr_supplier *sup;
@@ -1875,6 +1985,8 @@ static void start_dispatcher(struct server *srv)
 	ret = agr_supplier_new("ledger", srv->cfg.workers, &sup);
 	if (ret)
 		die("agr_supplier_new: %s", agr_strerror(ret));
+	/* Its workers start with the dispatcher's scheduler, below. */
+	place_workers(srv, (unsigned)agr_supplier_parallelism(sup));
 	o.supplier = sup;
 	ret = agr_dispatcher_new(&o, &srv->disp);
 	if (ret)
@@ -2162,11 +2274,12 @@ static void usage(void)
 		"                     [--watchdog-ms N] "
 		"[--journal-io direct|buffered]\n"
 		"                     [--journal-sync dsync|fdatasync]\n"
+		"                     [--worker-cpus auto|none|LIST]\n"
 		"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
 		"--groups 4096\n"
 		"            --shutdown-timeout 10, no metrics, no watchdog, "
 		"--journal-io direct,\n"
-		"            --journal-sync dsync\n"
+		"            --journal-sync dsync, --worker-cpus auto\n"
 		"       ledger_server --verify [--dir DIR] [--dump FILE]\n");
 	exit(2);
 }
@@ -2183,6 +2296,12 @@ static long number(const char *s, long min, long max)
 	return v;
 }
 
+/* "1", "0,2-3": the library parses it when the workers start. */
+static bool looks_like_cpu_list(const char *s)
+{
+	return *s && strspn(s, "0123456789,-") == strlen(s);
+}
+
 static void parse_options(int argc, char **argv, struct config *c)
 {
 	static const struct option opts[] = {
@@ -2197,6 +2316,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "dump", required_argument, NULL, 'D' },
 		{ "journal-io", required_argument, NULL, 'j' },
 		{ "journal-sync", required_argument, NULL, 'J' },
+		{ "worker-cpus", required_argument, NULL, 'C' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -2211,8 +2331,8 @@ static void parse_options(int argc, char **argv, struct config *c)
 	 */
 	*c = (struct config){ .port = 6380, .dir = "ledger-data",
 			      .groups = 4096, .shutdown_timeout = 10.0,
-			      .metrics_port = -1 };
-	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:h", opts,
+			      .metrics_port = -1, .worker_cpus = "auto" };
+	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:C:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p': c->port = (int)number(optarg, 0, 65535); break;
@@ -2244,6 +2364,13 @@ static void parse_options(int argc, char **argv, struct config *c)
 				c->journal_sync = JOURNAL_SYNC_FDATASYNC;
 			else
 				usage();
+			break;
+		case 'C':
+			if (strcmp(optarg, "auto") != 0 &&
+			    strcmp(optarg, "none") != 0 &&
+			    !looks_like_cpu_list(optarg))
+				usage();
+			c->worker_cpus = optarg;
 			break;
 		default: usage();
 		}

@@ -219,6 +219,18 @@ stop_server "$tmp/server1.log"
 step "the journals hold exactly the acknowledged balances"
 journal_holds "$tmp/expected" "after the first run"
 
+# worker_cpus PID: the CPUs each worker thread of ledger_server PID
+# may run on (Cpus_allowed_list), space-separated, in thread order.
+worker_cpus() {
+	for t in /proc/"$1"/task/*; do
+		case $(cat "$t/comm") in
+		ledger-Account*)
+			printf '%s ' "$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' \
+				"$t/status")" ;;
+		esac
+	done
+}
+
 # data_end FILE: the bytes before the zeros a direct journal writes
 # ahead (records never hold a NUL byte).
 data_end() {
@@ -265,18 +277,34 @@ serves_and_goes_on "$tmp/expected" 4 "$tmp/expected2" "$tmp/server2.log" \
 
 step "--journal-io buffered on the same journals: writes after the records"
 start_server "$tmp/server3.log" "$ex/ledger_server" --port 0 --dir "$data" \
-	--workers 2 --groups 64 --journal-io buffered
+	--workers 2 --groups 64 --journal-io buffered --worker-cpus 0
+grep -q '^ledger_server: workers pinned to CPUs 0 (--worker-cpus)$' \
+	"$tmp/server3.log" || fail "no 'workers pinned to CPUs 0' line"
+[ "$(worker_cpus "$pid")" = "0 0 " ] ||
+	fail "--worker-cpus 0: workers may run on '$(worker_cpus "$pid")'"
 grep -q '^ledger_server: journal I/O buffered, RWF_DSYNC writes$' \
 	"$tmp/server3.log" || fail "no 'journal I/O buffered' line"
 serves_and_goes_on "$tmp/expected2" 5 "$tmp/expected3" "$tmp/server3.log" \
 	"in buffered mode"
 
-step "one worker, more records than the first zeros: it writes more"
+step "one worker (placed by --worker-cpus auto), more records than the first zeros"
 # Less than 2 MiB left ahead starts the next 4 MiB of zeros: some
 # 130000 records of about 22 bytes pass that in one journal.
 data4=$tmp/ledger4
 start_server "$tmp/server4.log" "$ex/ledger_server" --port 0 \
 	--dir "$data4" --workers 1 --groups 256
+# --worker-cpus auto: with fewer workers than CPUs, the worker runs on
+# the first CPU of the list the server prints (the disk's interrupts'),
+# or the server says why it is not pinned.
+placed=$(sed -n 's/^ledger_server: workers pinned to CPUs \([0-9]*\).*'\
+'interrupts go to CPU.*/\1/p' "$tmp/server4.log")
+if [ -n "$placed" ]; then
+	[ "$(worker_cpus "$pid")" = "$placed " ] ||
+		fail "auto: worker may run on '$(worker_cpus "$pid")', not $placed"
+else
+	grep -q '^ledger_server: workers not pinned (' "$tmp/server4.log" ||
+		fail "auto: no worker placement line"
+fi
 "$ex/ledger_load" --port "$port" --requests 150000 --connections 16 \
 	--accounts 1000 --pipeline 16 --seed 6 --expect-out "$tmp/expected4" \
 	>"$tmp/load4.log" 2>&1 || { cat "$tmp/load4.log" >&2; fail "ledger_load"; }
