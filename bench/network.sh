@@ -9,7 +9,9 @@
 #   network.sh BUILDDIR RESULTSDIR [RUNS]          (RUNS: 5)
 #
 # 1. Durable INCRBY. ledger_server (default workers: one per CPU, and
-#    with --workers 1, the thread count of Redis's event loop),
+#    with --workers 1, the thread count of Redis's event loop, which
+#    --worker-cpus auto places on the CPU of the disk's interrupts; and
+#    the same with --worker-cpus none, left to the kernel),
 #    redis-server --appendonly yes --appendfsync always, and the same
 #    with --appendfsync everysec,
 #    each with its data in its own temp dir on a real disk, on a free
@@ -302,8 +304,9 @@ disk_irq_cpu() {
 }
 
 irq_cpu=$(disk_irq_cpu "$work")
-incr_engines=(ledger_server ledger_server_w1 redis_always redis_everysec)
-ledgers=(ledger_server ledger_server_w1)
+incr_engines=(ledger_server ledger_server_w1 ledger_server_w1_unpinned
+	redis_always redis_everysec)
+ledgers=(ledger_server ledger_server_w1 ledger_server_w1_unpinned)
 if [ -n "$irq_cpu" ] && command -v taskset >/dev/null 2>&1; then
 	incr_engines+=(ledger_server_w1_pin redis_always_pin)
 	ledgers+=(ledger_server_w1_pin)
@@ -319,6 +322,9 @@ start_ours ledger_server "$work/ledger_server.log" "$ex/ledger_server" \
 start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger_server" \
 	--port 0 --dir "$work/ledger_server_w1" --workers 1 \
 	--shutdown-timeout "$stop_timeout"
+start_ours ledger_server_w1_unpinned "$work/ledger_server_w1_unpinned.log" \
+	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_w1_unpinned" \
+	--workers 1 --worker-cpus none --shutdown-timeout "$stop_timeout"
 start_redis redis_always always
 start_redis redis_everysec everysec
 if [ -n "${irq_cpu:-}" ]; then
@@ -348,6 +354,8 @@ echo "network: ledger_server replies only once the event is durable" \
 	"fdatasync, -> journal_synced -> entry_durable sets the reply);" \
 	"$(sed -n 's/^ledger_server: \(journal I\/O .*\)/\1/p' \
 		"$work/ledger_server.log")"
+echo "network: ledger_server_w1: $(sed -n \
+	's/^ledger_server: \(workers .*\)/\1/p' "$work/ledger_server_w1.log")"
 
 # ---- warm-up (not reported), then the rounds ----
 # INCRBYs sent to each ledger_server (redis-benchmark -P p sends whole
@@ -422,7 +430,7 @@ report() {
 	read -r -a p50 <<<"$(summary "$f" 2)"
 	read -r -a p99 <<<"$(summary "$f" 3)"
 	set -- "$1" "$2" "${rps[@]}" "${p50[@]}" "${p99[@]}"
-	printf '  %-20s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
+	printf '  %-25s %10.0f  %10.0f %10.0f  %8.3f  %8.3f %8.3f %8.3f\n' \
 		"$2" "$3" "$4" "$5" "$6" "$9" "${10}" "${11}"
 	{
 		echo "network,$1,$2,rps,req/s,$3,$4,$5,$runs"
@@ -433,7 +441,7 @@ report() {
 
 header() {
 	echo "$1"
-	printf '  %-20s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
+	printf '  %-25s %10s  %10s %10s  %8s  %8s %8s %8s\n' engine \
 		'req/s' min max 'p50 ms' 'p99 ms' min max
 }
 
