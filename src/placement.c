@@ -5,8 +5,9 @@
  * /sys/dev/block/MAJ:MIN links to the disk's node under /sys/devices;
  * going up from it, the first device with interrupt lines of its own
  * (msi_irqs/, or a legacy `irq`) is the controller: the PCI function
- * of a virtio disk, an NVMe drive, an AHCI host. Each line's routing is
- * /proc/irq/N/effective_affinity_list, how often it fired
+ * of a virtio disk, an NVMe drive, an AHCI host. A device mapper or md
+ * device has none; the devices in its slaves/ do. Each line's routing
+ * is /proc/irq/N/effective_affinity_list, how often it fired
  * /sys/kernel/irq/N/per_cpu_count.
  */
 #include "internal.h"
@@ -28,6 +29,8 @@
 
 /* Lines of one device looked at: NVMe has one per CPU plus one. */
 #define MAX_LINES 1024
+/* Levels of stacked devices followed down (dm on md on disks...). */
+#define MAX_STACK 4
 /* Lines under 1/QUIET_SHARE of the busiest line's count are left out. */
 #define QUIET_SHARE 64
 
@@ -129,8 +132,9 @@ static int legacy_line(const char *dev, struct irq_line *line)
 }
 
 /*
- * The interrupt lines of the first device at or above `node` (a path
- * under `top`, the devices directory) that has any; 0 if none does.
+ * The interrupt lines of the first device at or above `node` that has
+ * any, below the devices directory (the first `top_len` characters of
+ * `node`); 0 if none does. Cuts `node` down as it goes up.
  */
 static int device_lines(char *node, size_t top_len, struct irq_line *lines,
 			int max)
@@ -199,50 +203,98 @@ static bool add_routing(const char *proc, unsigned irq, cpu_set_t *set)
 	return false;
 }
 
-/* Whether a line fired often enough, next to the busiest, to count. */
-static bool line_busy(const struct irq_line *line,
-		      unsigned long long busiest, bool all_counted)
+/*
+ * Adds the CPUs of one controller's `n` lines, but for those that fired
+ * under 1/QUIET_SHARE as often as its busiest (when every count could
+ * be read and any line fired at all).
+ */
+static void add_controller(const char *sys, const char *proc,
+			   struct irq_line *lines, int n, cpu_set_t *set)
 {
-	if (!all_counted || busiest == 0)
-		return true;
-	return line->count >= busiest / QUIET_SHARE;
-}
-
-int agr__disk_irq_cpus_at(const char *sys, const char *proc,
-			  unsigned major, unsigned minor, int *cpus,
-			  size_t cap)
-{
-	char link[PATH_MAX], node[PATH_MAX], top[PATH_MAX];
-	struct irq_line *lines;
 	unsigned long long busiest = 0;
 	bool all_counted = true;
-	cpu_set_t set;
-	int n, found = 0;
 
-	if (snprintf(link, sizeof(link), "%s/dev/block/%u:%u", sys, major,
-		     minor) >= PATH_MAX ||
-	    snprintf(top, sizeof(top), "%s/devices", sys) >= PATH_MAX)
-		return -ENODEV;
-	if (!realpath(link, node) || !realpath(top, link))
-		return -ENODEV;
-	lines = calloc(MAX_LINES, sizeof(*lines));
-	if (!lines)
-		return -ENOMEM;
-	if (strncmp(node, link, strlen(link)) != 0)
-		n = 0;		/* not under /sys/devices: made-up layout */
-	else
-		n = device_lines(node, strlen(link), lines, MAX_LINES);
 	for (int i = 0; i < n; i++) {
 		count_line(sys, &lines[i]);
 		all_counted = all_counted && lines[i].counted;
 		if (lines[i].count > busiest)
 			busiest = lines[i].count;
 	}
-	CPU_ZERO(&set);
 	for (int i = 0; i < n; i++)
-		if (line_busy(&lines[i], busiest, all_counted))
-			add_routing(proc, lines[i].irq, &set);
-	free(lines);
+		if (!all_counted || busiest == 0 ||
+		    lines[i].count >= busiest / QUIET_SHARE)
+			add_routing(proc, lines[i].irq, set);
+}
+
+struct roots {
+	const char *sys, *proc;
+	size_t top_len;		/* of the real path of SYS/devices */
+	struct irq_line *lines;	/* room for MAX_LINES */
+};
+
+/*
+ * Adds the CPUs of `node`'s controller or, for a device stacked on
+ * others (device mapper, md: no controller of its own, a slaves/
+ * directory), of the controllers of the devices under it, `depth`
+ * levels down at most.
+ */
+static void add_device(const struct roots *r, const char *node, int depth,
+		       cpu_set_t *set)
+{
+	char path[PATH_MAX], under[PATH_MAX];
+	struct dirent *e;
+	DIR *d;
+	int n;
+
+	snprintf(path, sizeof(path), "%s", node);
+	n = device_lines(path, r->top_len, r->lines, MAX_LINES);
+	if (n > 0) {
+		add_controller(r->sys, r->proc, r->lines, n, set);
+		return;
+	}
+	if (depth == 0 ||
+	    snprintf(path, sizeof(path), "%s/slaves", node) >= PATH_MAX)
+		return;
+	d = opendir(path);
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		if (e->d_name[0] == '.' ||
+		    snprintf(path, sizeof(path), "%s/slaves/%s", node,
+			     e->d_name) >= PATH_MAX ||
+		    !realpath(path, under) ||
+		    strncmp(under, node, r->top_len) != 0)
+			continue;
+		add_device(r, under, depth - 1, set);
+	}
+	closedir(d);
+}
+
+int agr__disk_irq_cpus_at(const char *sys, const char *proc,
+			  unsigned major, unsigned minor, int *cpus,
+			  size_t cap)
+{
+	char link[PATH_MAX], devices[PATH_MAX], node[PATH_MAX], top[PATH_MAX];
+	struct roots r = { .sys = sys, .proc = proc };
+	cpu_set_t set;
+	int found = 0;
+
+	if (snprintf(link, sizeof(link), "%s/dev/block/%u:%u", sys, major,
+		     minor) >= PATH_MAX ||
+	    snprintf(devices, sizeof(devices), "%s/devices", sys) >= PATH_MAX)
+		return -ENODEV;
+	if (!realpath(link, node) || !realpath(devices, top))
+		return -ENODEV;
+	/* A made-up layout whose disk is not under SYS/devices: none. */
+	r.top_len = strlen(top);
+	if (strncmp(node, top, r.top_len) != 0 || node[r.top_len] != '/')
+		return -ENODEV;
+	r.lines = calloc(MAX_LINES, sizeof(*r.lines));
+	if (!r.lines)
+		return -ENOMEM;
+	CPU_ZERO(&set);
+	add_device(&r, node, MAX_STACK, &set);
+	free(r.lines);
 	for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
 		if (!CPU_ISSET((size_t)cpu, &set))
 			continue;

@@ -2,9 +2,9 @@
 /*
  * check_placement.c - the CPUs of a disk's interrupts, found on made-up
  * /sys and /proc trees laid out as Linux lays them out (a single-queue
- * virtio disk, a partition, an NVMe drive, a legacy interrupt, a loop
- * device, an old kernel), and on this machine's own; and the CPU list
- * parser AGR_WORKER_CPUS and /proc share.
+ * virtio disk, a partition, an NVMe drive, a legacy interrupt, device
+ * mapper and md, a loop device, an old kernel), and on this machine's
+ * own; and the CPU list parser AGR_WORKER_CPUS and /proc share.
  *
  * Built with src/placement.c itself (no ring, no library), so that the
  * internal entry point can be given the fixture's roots.
@@ -272,6 +272,36 @@ START_TEST(legacy_interrupt_line)
 }
 END_TEST
 
+/*
+ * Stacked devices: a device mapper volume on partition vda1, and an md
+ * array over it and a disk behind a legacy line on CPU 2.
+ */
+START_TEST(stacked_devices_are_their_disks)
+{
+	int cpus[8];
+
+	make_root();
+	put_virtio_disk();
+	put_dir("sys/devices/pci0000:00/0000:00:06.0/ata1/host1/target1:0:0/"
+		"1:0:0:0/block/sdb");
+	put("sys/devices/pci0000:00/0000:00:06.0/irq", "11\n");
+	put_irq(11, "5,0,0,0\n", "2\n");
+	put_dir("sys/devices/virtual/block/dm-0");
+	put_link("sys/dev/block/253:0", "../../devices/virtual/block/dm-0");
+	put_link("sys/devices/virtual/block/dm-0/slaves/vda1",
+		 "../../../../pci0000:00/0000:00:02.0/virtio1/block/vda/vda1");
+	ASSERT_CPUS(irq_cpus(253, 0, cpus, 8), cpus, 1);
+	put_dir("sys/devices/virtual/block/md0");
+	put_link("sys/dev/block/9:0", "../../devices/virtual/block/md0");
+	put_link("sys/devices/virtual/block/md0/slaves/dm-0", "../../dm-0");
+	put_link("sys/devices/virtual/block/md0/slaves/sdb",
+		 "../../../../pci0000:00/0000:00:06.0/ata1/host1/"
+		 "target1:0:0/1:0:0:0/block/sdb");
+	ASSERT_CPUS(irq_cpus(9, 0, cpus, 8), cpus, 1, 2);
+	remove_root();
+}
+END_TEST
+
 /* Devices with no interrupts of their own, and unknown devices. */
 START_TEST(virtual_and_unknown_devices_are_enodev)
 {
@@ -375,6 +405,7 @@ static Suite *placement_suite(void)
 	tcase_add_test(tc, nvme_lists_every_queue_and_honours_cap);
 	tcase_add_test(tc, old_kernel_uses_every_line_and_smp_affinity);
 	tcase_add_test(tc, legacy_interrupt_line);
+	tcase_add_test(tc, stacked_devices_are_their_disks);
 	tcase_add_test(tc, virtual_and_unknown_devices_are_enodev);
 	tcase_add_test(tc, public_call_on_this_machine);
 	suite_add_tcase(s, tc);

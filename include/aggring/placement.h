@@ -25,16 +25,18 @@ extern "C" {
 
 /*
  * The CPUs that take the interrupts of the disk that holds `path` (a
- * file or directory): the current routing (effective affinity) of the
- * device's interrupt lines, leaving out lines that took under 1/64 of
- * the busiest one's interrupts (configuration and admin vectors).
- * Writes the first `cap` of them, ascending, to `cpus` and returns how
- * many there are, which may exceed `cap`.
+ * file or directory, or a block device node): the current routing
+ * (effective affinity) of the disk controller's interrupt lines,
+ * leaving out lines that took under 1/64 of the busiest one's
+ * interrupts (configuration and admin vectors). For a device mapper or
+ * md device, those of the disks under it. Writes the first `cap` of
+ * them, ascending, to `cpus` and returns how many there are, which may
+ * exceed `cap`.
  *
  * Errors: -EINVAL (NULL path, or NULL cpus with a cap), -ENODEV (the
  * path is not on a block device whose interrupts can be told from
- * /sys and /proc: tmpfs, loop, zram, device mapper, a network file
- * system, or /sys not mounted), or the negative errno of stat(path).
+ * /sys and /proc: tmpfs, loop, zram, a network file system, or /sys
+ * not mounted), or the negative errno of stat(path).
  */
 AGR_API int agr_disk_irq_cpus(const char *path, int *cpus, size_t cap);
 
