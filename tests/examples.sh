@@ -262,7 +262,12 @@ printf 'acct:1 +5 00' |
 printf '%s\n' "$stale" |
 	dd of="$j1" bs=1 seek=$((end + 8192)) conv=notrunc 2>/dev/null
 start_server "$tmp/server2.log" "$ex/ledger_server" --port 0 --dir "$data" \
-	--workers 2 --groups 64 --journal-sync fdatasync
+	--workers 2 --groups 64 --journal-sync fdatasync --worker-cpus none
+grep -q '^ledger_server: workers not pinned (--worker-cpus none)$' \
+	"$tmp/server2.log" || fail "no 'workers not pinned' line"
+all=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "/proc/$pid/status")
+[ "$(worker_cpus "$pid")" = "$all $all " ] ||
+	fail "--worker-cpus none: workers on '$(worker_cpus "$pid")', not $all"
 grep -q 'cut off' "$tmp/server2.log" || fail "torn tail not reported"
 grep -q '^ledger_server: journal I/O .*, write + fdatasync$' \
 	"$tmp/server2.log" || fail "no 'write + fdatasync' line"
@@ -274,6 +279,12 @@ grep -q "replayed $events events" "$tmp/server2.log" ||
 step "the restarted server (write + fdatasync) serves the same balances, and goes on"
 serves_and_goes_on "$tmp/expected" 4 "$tmp/expected2" "$tmp/server2.log" \
 	"after restart"
+
+step "ledger_server refuses a --worker-cpus that is not auto, none or a list"
+"$ex/ledger_server" --worker-cpus some --dir "$tmp/never" >/dev/null 2>&1
+status=$?
+[ $status -eq 2 ] || fail "--worker-cpus some: exit status $status, not 2"
+[ ! -e "$tmp/never" ] || fail "--worker-cpus some: the server went on"
 
 step "--journal-io buffered on the same journals: writes after the records"
 start_server "$tmp/server3.log" "$ex/ledger_server" --port 0 --dir "$data" \
