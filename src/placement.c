@@ -178,8 +178,8 @@ static void count_line(const char *sys, struct irq_line *line)
 	line->counted = true;
 }
 
-/* Adds the CPUs line `irq` is routed to now; false if unreadable. */
-static bool add_routing(const char *proc, unsigned irq, cpu_set_t *set)
+/* Adds the CPUs line `irq` is routed to now, if that can be read. */
+static void add_routing(const char *proc, unsigned irq, cpu_set_t *set)
 {
 	static const char *const names[] = { "effective_affinity_list",
 					     "smp_affinity_list" };
@@ -198,9 +198,8 @@ static bool add_routing(const char *proc, unsigned irq, cpu_set_t *set)
 			continue;
 		for (int k = 0; k < n; k++)
 			CPU_SET((size_t)cpus[k], set);
-		return true;
+		return;
 	}
-	return false;
 }
 
 /*

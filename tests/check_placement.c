@@ -126,7 +126,7 @@ static void remove_root(void)
 	ck_assert_int_eq(system(cmd), 0);
 }
 
-/* The CPUs of device MAJ:MIN in the fixture; `cpus` has room for 8. */
+/* The CPUs of device MAJ:MIN in the fixture, the first `cap` in `cpus`. */
 static int irq_cpus(unsigned major, unsigned minor, int *cpus, size_t cap)
 {
 	return agr__disk_irq_cpus_at(sys_root, proc_root, major, minor, cpus,

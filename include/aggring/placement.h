@@ -36,7 +36,7 @@ extern "C" {
  * Errors: -EINVAL (NULL path, or NULL cpus with a cap), -ENODEV (the
  * path is not on a block device whose interrupts can be told from
  * /sys and /proc: tmpfs, loop, zram, a network file system, or /sys
- * not mounted), or the negative errno of stat(path).
+ * not mounted), -ENOMEM, or the negative errno of stat(path).
  */
 AGR_API int agr_disk_irq_cpus(const char *path, int *cpus, size_t cap);
 
