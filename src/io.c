@@ -10,7 +10,11 @@
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe)
 {
-	return agr__worker_sqe(w, cb, arg, sqe, NULL);
+	int ret = agr__worker_sqe(w, cb, arg, sqe, NULL);
+
+	if (ret == 0)
+		w->raw_sqe_open = true; /* the caller prepares it later */
+	return ret;
 }
 
 AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,

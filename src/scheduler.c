@@ -134,6 +134,7 @@ AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,
 	out->running_ns = running_ns(w, out->blocked_ns);
 	out->sq_full = read_stat(&st->sq_full);
 	out->cq_overflow = read_stat(&st->cq_overflow);
+	out->early_submits = read_stat(&st->early_submits);
 	out->blocking_detected = read_stat(&st->blocking_detected);
 	out->inflight = (int)atomic_load_explicit(&w->inflight_now,
 						  memory_order_relaxed);

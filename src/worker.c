@@ -35,6 +35,14 @@
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
 #define IDLE_SPIN_US_MAX 1000000
+/*
+ * How many prepared SQEs may wait for the end of the loop's turn
+ * (AGR_SUBMIT_BATCH overrides, 0: all wait). A turn that reaps a batch
+ * of completions, each starting the next read, would otherwise hold its
+ * first read back until its last is prepared while the device idles;
+ * small batches still share one system call between a few operations.
+ */
+#define SUBMIT_BATCH_DEFAULT 4
 
 _Thread_local struct agr_worker *agr__current_worker;
 atomic_bool agr__watchdog_on;
@@ -205,6 +213,21 @@ static struct io_uring_sqe *get_sqe(struct agr_worker *w)
 	return sqe;
 }
 
+/*
+ * Hands the SQEs prepared so far to the kernel once submit_batch of them
+ * wait, unless a raw SQE (agr_io_sqe) may still be unprepared: its
+ * caller has until the turn ends. A failed submit leaves them to the
+ * loop's own, which retries and reports.
+ */
+static void submit_early(struct agr_worker *w)
+{
+	if (w->submit_batch == 0 || w->raw_sqe_open ||
+	    io_uring_sq_ready(&w->ring) < w->submit_batch)
+		return;
+	if (io_uring_submit(&w->ring) > 0)
+		agr__bump(&w->stats.early_submits);
+}
+
 int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		    struct io_uring_sqe **sqe_out, struct agr__op **op_out)
 {
@@ -215,6 +238,7 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		return -EINVAL;
 	if (w->closing)
 		return -ESHUTDOWN;
+	submit_early(w);
 	sqe = get_sqe(w);
 	if (!sqe)
 		return -EBUSY;
@@ -453,24 +477,23 @@ static void sleep_in_kernel(struct agr_worker *w)
 	atomic_store_explicit(&w->bell, AGR__BELL_RUNG, memory_order_seq_cst);
 }
 
-/* AGR_IDLE_SPIN_US, read as each worker starts. */
-static uint64_t read_idle_spin_ns(void)
+/* Environment variable `name`, 0..max, read as each worker starts. */
+static long read_env_setting(const char *name, long dflt, long max)
 {
-	const char *s = getenv("AGR_IDLE_SPIN_US");
+	const char *s = getenv(name);
 	char *end;
-	long us;
+	long v;
 
 	if (!s || !*s)
-		return IDLE_SPIN_NS_DEFAULT;
+		return dflt;
 	errno = 0;
-	us = strtol(s, &end, 10);
-	if (errno || *end || us < 0 || us > IDLE_SPIN_US_MAX) {
-		agr__log(AGR_LOG_ERROR, "AGR_IDLE_SPIN_US=\"%s\" is not 0..%d; "
-			 "spinning %d us", s, IDLE_SPIN_US_MAX,
-			 IDLE_SPIN_NS_DEFAULT / 1000);
-		return IDLE_SPIN_NS_DEFAULT;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v < 0 || v > max) {
+		agr__log(AGR_LOG_ERROR, "%s=\"%s\" is not 0..%ld; using %ld",
+			 name, s, max, dflt);
+		return dflt;
 	}
-	return (uint64_t)us * 1000u;
+	return v;
 }
 
 static void poll_kernel(struct agr_worker *w);
@@ -604,6 +627,8 @@ static void worker_loop(struct agr_worker *w)
 
 	for (;;) {
 		agr__bump(&w->stats.iterations);
+		/* Last turn's handlers have returned: their SQEs are ready. */
+		w->raw_sqe_open = false;
 		note_cq_overflow(w);
 		reap(w);
 		more = run_inbox(w);
@@ -644,7 +669,11 @@ void *agr__worker_main(void *arg)
 	int ret, cpu;
 
 	set_thread_name(w);
-	w->idle_spin_ns = read_idle_spin_ns();
+	w->idle_spin_ns = (uint64_t)read_env_setting(
+				  "AGR_IDLE_SPIN_US", IDLE_SPIN_NS_DEFAULT / 1000,
+				  IDLE_SPIN_US_MAX) * 1000u;
+	w->submit_batch = (unsigned)read_env_setting(
+		"AGR_SUBMIT_BATCH", SUBMIT_BATCH_DEFAULT, WORKER_SQ_ENTRIES);
 	/* Before the ring exists, so that its memory is local too. */
 	cpu = agr__pin_worker(w->thread_name, w->index);
 	agr__current_worker = w;

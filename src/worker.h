@@ -59,7 +59,7 @@ enum { AGR__BELL_ARMED = 0, AGR__BELL_RUNG = 1 };
 /* Loop figures: written by the worker only, read anywhere. */
 struct agr__worker_stats {
 	atomic_uint_fast64_t iterations, doorbells, items, io_completions;
-	atomic_uint_fast64_t blocked_ns, sq_full, cq_overflow;
+	atomic_uint_fast64_t blocked_ns, sq_full, cq_overflow, early_submits;
 	atomic_uint_fast64_t blocking_detected; /* written by the watchdog */
 };
 
@@ -103,6 +103,8 @@ struct agr_worker {
 	bool ring_ready;
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
+	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
+	bool raw_sqe_open;     /* agr_io_sqe() this turn: submit no early */
 	unsigned inflight;
 	atomic_uint inflight_now; /* a copy of inflight for readers */
 	struct agr__op *inflight_list;

@@ -2,7 +2,8 @@
 /*
  * check_io.c - asynchronous I/O on a worker's ring (aggring/io.h): every
  * operation against real files and loopback sockets, raw SQEs, misuse,
- * a submission queue that overflows, batching, dispatcher functions
+ * a submission queue that overflows, batching and early submits
+ * (AGR_SUBMIT_BATCH), dispatcher functions
  * that chain I/O, and teardown with I/O in flight.
  *
  * Callbacks run on worker threads: what they see is recorded there and
@@ -24,6 +25,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -1315,8 +1317,9 @@ END_TEST
 
 /*
  * Four operations prepared by one task wait in the SQ together (none
- * was submitted on its own), and all four are in flight when the first
- * callback runs: it sees the other three.
+ * was submitted on its own: a raw SQE comes first, and four is no more
+ * than the default AGR_SUBMIT_BATCH), and all four are in flight when
+ * the first callback runs: it sees the other three.
  */
 START_TEST(ops_of_one_turn_go_to_the_kernel_together)
 {
@@ -1342,6 +1345,157 @@ START_TEST(ops_of_one_turn_go_to_the_kernel_together)
 	rig_down(&g);
 	close(fd);
 	unlink(path);
+}
+END_TEST
+
+/* ---- AGR_SUBMIT_BATCH: prepared SQEs go to the kernel early ---- */
+
+#define EARLY_SENDS 5
+#define SENDS_AFTER_RAW 3
+
+static const struct early_case {
+	const char *setting; /* AGR_SUBMIT_BATCH; NULL: unset */
+	/* Bytes that arrived after each send, then after agr_io_sqe(). */
+	int arrived[EARLY_SENDS + 1];
+	uint64_t early_submits;
+	int errors; /* "not 0..256" reports, one per worker */
+} early_cases[] = {
+	{ NULL, { 0, 0, 0, 0, 4, 4 }, 1, 0 }, /* the default, 4 */
+	{ "2", { 0, 0, 2, 2, 4, 4 }, 2, 0 },
+	{ "1", { 0, 1, 2, 3, 4, 5 }, 5, 0 },
+	{ "0", { 0, 0, 0, 0, 0, 0 }, 0, 0 }, /* all wait for the turn */
+	{ "257", { 0, 0, 0, 0, 4, 4 }, 1, 1 },
+	{ "abc", { 0, 0, 0, 0, 4, 4 }, 1, 1 },
+};
+
+struct early {
+	int sock[2];
+	int ret[EARLY_SENDS + SENDS_AFTER_RAW];
+	int arrived[EARLY_SENDS + 1];
+	int arrived_with_raw_open;
+	int raw_ret;
+	atomic_int sent, nops;
+	struct tu_latch done; /* every callback ran */
+};
+
+static atomic_int submit_batch_errors;
+
+static void count_submit_batch_errors(agr_log_level level, const char *msg,
+				      void *arg)
+{
+	(void)arg;
+	if (level == AGR_LOG_ERROR && strstr(msg, "AGR_SUBMIT_BATCH=\"") &&
+	    strstr(msg, "is not 0..256"))
+		atomic_fetch_add(&submit_batch_errors, 1);
+}
+
+/*
+ * Bytes waiting on the socket. A send the kernel took has arrived:
+ * io_uring sends on a socket with room inline, in the submit call.
+ */
+static int queued_bytes(int fd)
+{
+	int n = -1;
+
+	return ioctl(fd, FIONREAD, &n) == 0 ? n : -1;
+}
+
+static void early_sent(int res, void *arg)
+{
+	struct early *e = arg;
+
+	TU_EXPECT(res == 1);
+	atomic_fetch_add(&e->sent, 1);
+	tu_latch_count_down(&e->done);
+}
+
+static void early_nop(int res, void *arg)
+{
+	struct early *e = arg;
+
+	TU_EXPECT(res == 0);
+	atomic_fetch_add(&e->nops, 1);
+	tu_latch_count_down(&e->done);
+}
+
+static int send_byte(agr_worker *w, struct early *e)
+{
+	return agr_io_send(w, e->sock[1], "x", 1, MSG_NOSIGNAL, early_sent, e);
+}
+
+/*
+ * One byte per send over a socket pair, looking after each call how
+ * many arrived: the submitted sends. Then a raw SQE, prepared last:
+ * taking it may still submit what was prepared before, but from then on
+ * until the turn ends nothing may go early, or the kernel would read it
+ * unprepared.
+ */
+static void early_task(void *arg)
+{
+	struct early *e = arg;
+	agr_worker *w = agr_worker_current();
+	struct io_uring_sqe *sqe = NULL;
+	int i;
+
+	for (i = 0; i < EARLY_SENDS; i++) {
+		e->ret[i] = send_byte(w, e);
+		e->arrived[i] = queued_bytes(e->sock[0]);
+	}
+	e->raw_ret = agr_io_sqe(w, early_nop, e, &sqe);
+	e->arrived[EARLY_SENDS] = queued_bytes(e->sock[0]);
+	for (; i < EARLY_SENDS + SENDS_AFTER_RAW; i++)
+		e->ret[i] = send_byte(w, e);
+	e->arrived_with_raw_open = queued_bytes(e->sock[0]);
+	if (e->raw_ret == 0)
+		io_uring_prep_nop(sqe);
+}
+
+START_TEST(submit_batch_sends_prepared_sqes_early)
+{
+	const struct early_case *c = &early_cases[_i];
+	struct early e = { .raw_ret = -1 };
+	agr_worker_metrics m;
+	struct rig g;
+	int i;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
+				    e.sock), 0);
+	tu_latch_init(&e.done, EARLY_SENDS + SENDS_AFTER_RAW + 1);
+	atomic_store(&submit_batch_errors, 0);
+	agr_set_log_hook(count_submit_batch_errors, NULL);
+	if (c->setting)
+		ck_assert_int_eq(setenv("AGR_SUBMIT_BATCH", c->setting, 1), 0);
+	else
+		unsetenv("AGR_SUBMIT_BATCH");
+	rig_up(&g, 1);
+	run_on(g.s, 0, early_task, &e);
+	ck_assert_msg(tu_latch_wait(&e.done, TU_LONG_NS),
+		      "callbacks still missing");
+	ck_assert_int_eq(agr_scheduler_worker_metrics(g.s, 0, &m), 0);
+	rig_down(&g);
+	unsetenv("AGR_SUBMIT_BATCH");
+	agr_set_log_hook(NULL, NULL);
+
+	for (i = 0; i < EARLY_SENDS + SENDS_AFTER_RAW; i++)
+		ck_assert_int_eq(e.ret[i], 0);
+	ck_assert_int_eq(e.raw_ret, 0);
+	for (i = 0; i <= EARLY_SENDS; i++)
+		ck_assert_msg(e.arrived[i] == c->arrived[i],
+			      "AGR_SUBMIT_BATCH=%s: %d bytes after call %d, "
+			      "want %d", c->setting ? c->setting : "(unset)",
+			      e.arrived[i], i + 1, c->arrived[i]);
+	ck_assert_int_eq(e.arrived_with_raw_open, c->arrived[EARLY_SENDS]);
+	ck_assert_int_eq(queued_bytes(e.sock[0]),
+			 EARLY_SENDS + SENDS_AFTER_RAW);
+	ck_assert_int_eq(atomic_load(&e.sent),
+			 EARLY_SENDS + SENDS_AFTER_RAW);
+	ck_assert_int_eq(atomic_load(&e.nops), 1);
+	ck_assert_uint_eq(m.early_submits, c->early_submits);
+	ck_assert_int_eq(atomic_load(&submit_batch_errors), c->errors);
+	tu_assert_no_worker_failure();
+	close(e.sock[0]);
+	close(e.sock[1]);
+	tu_latch_destroy(&e.done);
 }
 END_TEST
 
@@ -1945,6 +2099,8 @@ static Suite *suite(void)
 	tcase_add_test(ring, calls_refuse_other_threads_and_null_callbacks);
 	tcase_add_loop_test(ring, full_sq_is_flushed_and_retried, 0, 2);
 	tcase_add_test(ring, ops_of_one_turn_go_to_the_kernel_together);
+	tcase_add_loop_test(ring, submit_batch_sends_prepared_sqes_early, 0,
+			    (int)ARRAY_SIZE(early_cases));
 
 	tcase_add_test(disp, chained_io_keeps_its_group_serial);
 	tcase_add_test(disp, two_groups_interleave_on_one_ring);

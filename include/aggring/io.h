@@ -5,10 +5,13 @@
  * Every call takes the worker it runs on (agr_worker_current(), or
  * agr_exchange_worker() inside a dispatcher function), prepares one
  * operation on that worker's ring and returns at once. The kernel sees
- * it with the worker's next submit, so operations prepared during one
- * turn of the loop go to the kernel in one system call. cb(res, arg)
- * then runs on the same worker thread with the CQE's result: >= 0 on
- * success (bytes, a file descriptor, ...), or a negative errno.
+ * it with the worker's next submit: at the end of the loop's turn, or
+ * earlier, when the call finds AGR_SUBMIT_BATCH operations (default 4;
+ * 0: none) already waiting, so that the first of many operations
+ * prepared in one turn does not wait for the last while the device
+ * idles, and a few still share one system call. cb(res, arg) then runs
+ * on the same worker thread with the CQE's result: >= 0 on success
+ * (bytes, a file descriptor, ...), or a negative errno.
  *
  * Rules:
  * - Call only from the worker itself: from any other thread every call
@@ -53,7 +56,7 @@ typedef void (*agr_io_cb)(int res, void *arg);
  * A raw SQE for any other operation: prepare it with liburing's
  * io_uring_prep_*() but do not set its user_data. cb(res, arg) runs
  * with the CQE's result. The SQE must be prepared before the caller
- * returns to the worker's loop.
+ * returns to the worker's loop; until then nothing is submitted early.
  */
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe);

@@ -83,6 +83,8 @@ typedef struct agr_worker_metrics {
 	uint64_t running_ns;	  /* the rest of the loop's life */
 	uint64_t sq_full;	  /* SQ found full, flushed and retried */
 	uint64_t cq_overflow;	  /* CQ overflow seen (kernel kept CQEs) */
+	uint64_t early_submits;	  /* submits before the turn ended, each
+				   * of AGR_SUBMIT_BATCH prepared SQEs */
 	uint64_t blocking_detected; /* handlers over the threshold */
 	int inflight;		  /* operations in the kernel now */
 } agr_worker_metrics;
