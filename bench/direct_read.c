@@ -28,8 +28,10 @@
  *
  * One more row, "io_uring", is no engine: the same slots read by one
  * bare liburing loop per worker (SINGLE_ISSUER | DEFER_TASKRUN, as
- * aggring's rings; submit and wait for one completion), with no
- * dispatcher, groups or callbacks around the reads. aggring / io_uring
+ * aggring's rings; submit and wait for one completion; like aggring,
+ * it hands reads to the kernel AGR_SUBMIT_BATCH at a time, default 4,
+ * while it resends from a batch of completions), with no dispatcher,
+ * groups or callbacks around the reads. aggring / io_uring
  * is what the engine costs; io_uring / fio is what fio's own loop gains
  * over a plain one.
  *
@@ -234,15 +236,22 @@ static const struct peer_engine bare_uring = { .name = "io_uring" };
 struct bare_thread {
 	struct run *run;
 	int first, step; /* its slots: first, first + step, ... */
+	unsigned submit_batch; /* as aggring's AGR_SUBMIT_BATCH */
 	pthread_barrier_t *ready;
 	uint64_t started_ns; /* when it began to read */
 	pthread_t tid;
 };
 
-static void bare_prep(struct io_uring *ring, struct slot *s)
+/* A read of slot s; the waiting ones go first once a batch waits. */
+static void bare_prep(struct io_uring *ring, struct slot *s,
+		      unsigned submit_batch)
 {
+	struct io_uring_sqe *sqe;
+
+	if (submit_batch && io_uring_sq_ready(ring) >= submit_batch)
+		io_uring_submit(ring);
 	/* Never NULL: the ring has an entry for each of its slots. */
-	struct io_uring_sqe *sqe = io_uring_get_sqe(ring);
+	sqe = io_uring_get_sqe(ring);
 
 	io_uring_prep_read(sqe, s->run->fd, s->buf, BLOCK, s->offset);
 	io_uring_sqe_set_data(sqe, s);
@@ -278,7 +287,7 @@ static void *bare_loop(void *arg)
 
 	bare_ring_init(&ring, (unsigned)((r->nslots + t->step - 1) / t->step));
 	for (i = t->first; i < r->nslots; i += t->step, live++)
-		bare_prep(&ring, &r->slots[i]);
+		bare_prep(&ring, &r->slots[i], t->submit_batch);
 	pthread_barrier_wait(t->ready);
 	t->started_ns = bench_now_ns();
 	while (live > 0) {
@@ -296,7 +305,7 @@ static void *bare_loop(void *arg)
 			seen++;
 			if (s->seq + 1 < s->quota) {
 				slot_next(s);
-				bare_prep(&ring, s);
+				bare_prep(&ring, s, t->submit_batch);
 			} else {
 				live--;
 			}
@@ -305,6 +314,19 @@ static void *bare_loop(void *arg)
 	}
 	io_uring_queue_exit(&ring);
 	return NULL;
+}
+
+/* AGR_SUBMIT_BATCH as aggring reads it: 0..256, else the default 4. */
+static unsigned submit_batch_setting(void)
+{
+	const char *s = getenv("AGR_SUBMIT_BATCH");
+	char *end;
+	long v;
+
+	if (!s || !*s)
+		return 4;
+	v = strtol(s, &end, 10);
+	return *end || v < 0 || v > 256 ? 4 : (unsigned)v;
 }
 
 /*
@@ -316,6 +338,7 @@ static void *bare_loop(void *arg)
 static void run_bare(struct run *r, int threads, uint64_t *t0)
 {
 	struct bare_thread *t = calloc((size_t)threads, sizeof(*t));
+	unsigned submit_batch = submit_batch_setting();
 	pthread_barrier_t ready;
 	int i;
 
@@ -323,7 +346,9 @@ static void run_bare(struct run *r, int threads, uint64_t *t0)
 		exit(1);
 	for (i = 0; i < threads; i++) {
 		t[i] = (struct bare_thread){ .run = r, .first = i,
-					     .step = threads, .ready = &ready };
+					     .step = threads,
+					     .submit_batch = submit_batch,
+					     .ready = &ready };
 		if (pthread_create(&t[i].tid, NULL, bare_loop, &t[i]))
 			exit(1);
 	}
