@@ -4,7 +4,10 @@
 # run.sh BUILDDIR RESULTSDIR - every workload of bench/, one after the
 # other, each comparing aggring with its peers in the same run; writes
 # RESULTSDIR/<workload>.csv, .txt (what the program printed) and .png,
-# and RESULTSDIR/tables.md. `make bench` calls it.
+# and RESULTSDIR/tables.md. Before the first workload and after the last
+# it measures how often the machine stalls a running thread
+# (RESULTSDIR/stalls.txt): the noise the figures carry. `make bench`
+# calls it.
 #
 # Environment:
 #   BENCH_RUNS=N     runs per figure (default 5; the median is reported)
@@ -56,6 +59,20 @@ run() {
 	esac
 }
 
+# stalls WHEN: the machine's stalls now, appended to stalls.txt.
+stalls() {
+	seconds=5
+	[ "$quick" = 1 ] && seconds=1
+	echo "== stalls ($1)"
+	{
+		echo "$1:"
+		"$build/bench/stalls" -s "$seconds" || echo "stalls: FAILED"
+	} | tee -a "$results/stalls.txt"
+}
+
+rm -f "$results/stalls.txt"
+stalls "before the workloads"
+
 for w in $only; do
 	case $w in
 	direct_read|journal) run "$w" -d "$data" ;;
@@ -80,6 +97,8 @@ for w in $only; do
 	*) run "$w" ;;
 	esac
 done
+
+stalls "after the workloads"
 
 sh "$here/plot.sh" "$results"
 sh "$here/tables.sh" "$results" >"$results/tables.md"
