@@ -496,6 +496,19 @@ static long read_env_setting(const char *name, long dflt, long max)
 	return v;
 }
 
+/* The environment's settings for this worker. */
+static void read_settings(struct agr_worker *w)
+{
+	long spin_us = read_env_setting("AGR_IDLE_SPIN_US",
+					IDLE_SPIN_NS_DEFAULT / 1000,
+					IDLE_SPIN_US_MAX);
+
+	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
+	w->submit_batch = (unsigned)read_env_setting("AGR_SUBMIT_BATCH",
+						     SUBMIT_BATCH_DEFAULT,
+						     WORKER_SQ_ENTRIES);
+}
+
 static void poll_kernel(struct agr_worker *w);
 
 /* Completions are ready, or wait in the kernel for a trip to it. */
@@ -669,11 +682,7 @@ void *agr__worker_main(void *arg)
 	int ret, cpu;
 
 	set_thread_name(w);
-	w->idle_spin_ns = (uint64_t)read_env_setting(
-				  "AGR_IDLE_SPIN_US", IDLE_SPIN_NS_DEFAULT / 1000,
-				  IDLE_SPIN_US_MAX) * 1000u;
-	w->submit_batch = (unsigned)read_env_setting(
-		"AGR_SUBMIT_BATCH", SUBMIT_BATCH_DEFAULT, WORKER_SQ_ENTRIES);
+	read_settings(w);
 	/* Before the ring exists, so that its memory is local too. */
 	cpu = agr__pin_worker(w->thread_name, w->index);
 	agr__current_worker = w;

@@ -7,9 +7,9 @@
  * operation on that worker's ring and returns at once. The kernel sees
  * it with the worker's next submit: at the end of the loop's turn, or
  * earlier, when the call finds AGR_SUBMIT_BATCH operations (default 4;
- * 0: none) already waiting, so that the first of many operations
- * prepared in one turn does not wait for the last while the device
- * idles, and a few still share one system call. cb(res, arg) then runs
+ * 0: never earlier) already waiting, so that the first of many
+ * operations prepared in one turn does not wait for the last while the
+ * device idles, and a few still share one system call. cb(res, arg) then runs
  * on the same worker thread with the CQE's result: >= 0 on success
  * (bytes, a file descriptor, ...), or a negative errno.
  *
