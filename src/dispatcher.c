@@ -22,6 +22,7 @@
 #include "scheduler.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -53,11 +54,16 @@ _Static_assert(sizeof(struct agr_exchange) <=
 	       "agr_message.internal_ is too small for the exchange");
 
 struct group {
-	struct agr__mpsc queue;
-	/* Written by senders. */
+	/*
+	 * Written by senders, and on the line of the queue's producer end
+	 * (queue.head) that follows them: a send that schedules the group
+	 * then takes one line from the worker, not two. The queue's
+	 * consumer end starts a line of its own (mpsc.h's padding).
+	 */
 	AGR__ALIGNED_CACHELINE atomic_int state;
-	atomic_uint depth; /* only with a queue limit */
+	atomic_uint depth; /* only with a queue limit or metrics */
 	atomic_uint_fast64_t refused;
+	struct agr__mpsc queue;
 	/* Written by the worker. */
 	AGR__ALIGNED_CACHELINE struct agr__work work; /* the activation */
 	struct agr_dispatcher *d;
@@ -73,6 +79,13 @@ struct group {
 	 */
 	atomic_uint_fast64_t admitted, handled, failed, skipped, discarded;
 };
+
+#define LINE_OF(member) (offsetof(struct group, member) / AGR__CACHELINE)
+_Static_assert(LINE_OF(state) == LINE_OF(queue.head) &&
+		       LINE_OF(queue.head) != LINE_OF(queue.tail),
+	       "a group's state must share the queue head's line, not its "
+	       "tail's");
+#undef LINE_OF
 
 struct handler {
 	char *type; /* NULL: every message */
