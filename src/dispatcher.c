@@ -12,9 +12,8 @@
  * functions return AGR_PENDING keeps the group busy until the last
  * agr_exchange_done(), which re-posts the activation.
  *
- * `active` counts groups that are not idle (plus pending sweeps): a
- * graceful stop closes the gate, waits for senders inside it to leave,
- * then waits for `active` to reach zero.
+ * A graceful stop closes the gate, waits for senders inside it to
+ * leave, then waits for every group to be idle (wait_idle).
  */
 #include "dispatcher.h"
 #include "handle.h"
@@ -32,7 +31,12 @@
 #define DRAIN_LIMIT 64 /* messages per activation, for fairness */
 #define BATCH_PREFETCH 8 /* messages fetched ahead by a batched send */
 
-enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED };
+/*
+ * G_IDLING: the worker has drained the group and looks at its queue once
+ * more; senders schedule it as if it were G_IDLE. Only the step to
+ * G_IDLE ends the worker's business with the group (go_idle()).
+ */
+enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED, G_IDLING };
 
 enum ex_flags { EX_STARTING = 1u, EX_DONE = 2u };
 
@@ -110,12 +114,10 @@ enum lifecycle { D_NEW, D_RUNNING, D_QUIESCED };
 
 struct agr_dispatcher {
 	AGR__ALIGNED_CACHELINE agr__gate gate; /* intake */
-	/* Written per activation by senders and workers: a line alone. */
-	AGR__ALIGNED_CACHELINE atomic_long active;
 
 	/*
 	 * Read on every send and every message, written once or twice per
-	 * lifetime: kept apart from `active` so that reading them never
+	 * lifetime: kept apart from the gate so that reading them never
 	 * misses.
 	 */
 	AGR__ALIGNED_CACHELINE atomic_bool started;
@@ -138,10 +140,11 @@ struct agr_dispatcher {
 	struct handler *handlers;
 	size_t nhandlers;
 	struct sweep *sweeps;
+	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
 	struct agr__lease_ops lease; /* acquire NULL: no leases */
+	int idle_from; /* wait_idle(): groups below it are idle for good */
 
-	pthread_mutex_t lock; /* lifecycle; `cond` signals active == 0 */
-	pthread_cond_t cond;
+	pthread_mutex_t lock; /* lifecycle */
 	enum lifecycle lifecycle;
 };
 
@@ -155,46 +158,51 @@ static inline agr_message *message_of(struct agr_exchange *ex)
 	return agr__container_of(ex, agr_message, internal_);
 }
 
-/* ---- the active count ---- */
+/* ---- waiting until idle ---- */
 
-static void active_add(struct agr_dispatcher *d)
+/*
+ * A group is busy from the send that schedules it until the step to
+ * G_IDLE, which is its worker's last touch of it; that worker then tells
+ * the scheduler (agr__scheduler_note_idle), not us, since a waiter may
+ * free us the moment it sees the last group idle. No count is kept:
+ * one that every activation bumped would move a cache line between
+ * the sender and the worker on every message of an idle group.
+ */
+
+/* Busy groups or pending sweeps, now; for checks, not for waiting. */
+static bool busy(struct agr_dispatcher *d)
 {
-	atomic_fetch_add(&d->active, 1);
+	int i;
+
+	if (atomic_load(&d->sweeps_pending) > 0)
+		return true;
+	for (i = 0; i < d->parallelism; i++)
+		if (atomic_load(&d->groups[i].state) != G_IDLE)
+			return true;
+	return false;
 }
 
 /*
- * The step to zero happens under the lock: a waiter that sees zero may
- * free the dispatcher, so after it nothing here may touch `d` but the
- * unlock. Steps above zero stay lock-free.
+ * wait_idle()'s question, asked under the scheduler's idle lock. With
+ * intake closed no group can become busy again, so the groups found
+ * idle are not looked at twice.
  */
-static void active_sub(struct agr_dispatcher *d)
+static bool idle_for_good(void *arg)
 {
-	long v = atomic_load(&d->active);
+	struct agr_dispatcher *d = arg;
 
-	while (v > 1)
-		if (atomic_compare_exchange_weak(&d->active, &v, v - 1))
-			return;
-	pthread_mutex_lock(&d->lock);
-	if (atomic_fetch_sub(&d->active, 1) == 1)
-		pthread_cond_broadcast(&d->cond);
-	pthread_mutex_unlock(&d->lock);
+	if (atomic_load(&d->sweeps_pending) > 0)
+		return false;
+	while (d->idle_from < d->parallelism &&
+	       atomic_load(&d->groups[d->idle_from].state) == G_IDLE)
+		d->idle_from++;
+	return d->idle_from == d->parallelism;
 }
 
+/* Waits until every group is idle and every sweep ran; after quiesce. */
 static int wait_idle(struct agr_dispatcher *d, uint64_t deadline)
 {
-	struct timespec ts = agr__timespec_of(deadline);
-	int ret = 0;
-
-	pthread_mutex_lock(&d->lock);
-	while (atomic_load(&d->active) > 0 && ret == 0) {
-		if (deadline == UINT64_MAX)
-			pthread_cond_wait(&d->cond, &d->lock);
-		else if (pthread_cond_timedwait(&d->cond, &d->lock, &ts) ==
-			 ETIMEDOUT)
-			ret = atomic_load(&d->active) > 0 ? -ETIMEDOUT : 0;
-	}
-	pthread_mutex_unlock(&d->lock);
-	return ret;
+	return agr__scheduler_wait_idle(d->sched, idle_for_good, d, deadline);
 }
 
 /* ---- completion ---- */
@@ -346,19 +354,23 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 }
 
 /*
- * Marks the group idle unless a message arrived; true if it is idle.
- * The look after the store pairs with the sender's push-then-load.
+ * Marks the group idle unless a message arrived; true if it is idle,
+ * or scheduled again by a sender. The look at the queue after the
+ * store pairs with the sender's push-then-load.
  */
 static bool go_idle(struct group *g)
 {
-	int expected = G_IDLE;
+	struct agr_scheduler *sched = g->d->sched;
+	int expected = G_IDLING;
 
-	atomic_store(&g->state, G_IDLE);
+	atomic_store(&g->state, G_IDLING);
 	if (agr__mpsc_maybe_nonempty(&g->queue) &&
 	    atomic_compare_exchange_strong(&g->state, &expected, G_RUNNING))
 		return false;
-	/* Idle, or a sender re-scheduled it and counted it again. */
-	active_sub(g->d);
+	expected = G_IDLING;
+	/* Our last touch of g: fails if a sender scheduled it meanwhile. */
+	atomic_compare_exchange_strong(&g->state, &expected, G_IDLE);
+	agr__scheduler_note_idle(sched);
 	return true;
 }
 
@@ -389,12 +401,13 @@ static void drain(struct group *g)
 /* Discards everything queued and leaves the group idle for good. */
 static void discard_all(struct group *g)
 {
+	struct agr_scheduler *sched = g->d->sched;
 	struct agr_exchange *ex;
 
 	while ((ex = pop_message(g)) != NULL)
 		discard(g, ex);
-	atomic_store(&g->state, G_IDLE);
-	active_sub(g->d);
+	atomic_store(&g->state, G_IDLE); /* our last touch of g */
+	agr__scheduler_note_idle(sched);
 }
 
 static void run_group(struct agr__work *work, struct agr_worker *w,
@@ -565,7 +578,6 @@ static void free_memory(struct agr_dispatcher *d)
 	free(d->name);
 	free(d->context_name);
 	free(d->aggregate_name);
-	pthread_cond_destroy(&d->cond);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
 }
@@ -579,11 +591,10 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 		return -ENOMEM;
 	memset(d, 0, sizeof(*d));
 	atomic_init(&d->gate, 0);
-	atomic_init(&d->active, 0);
 	atomic_init(&d->started, false);
 	atomic_init(&d->forced, false);
+	atomic_init(&d->sweeps_pending, 0);
 	pthread_mutex_init(&d->lock, NULL);
-	agr__cond_init_monotonic(&d->cond);
 	d->parallelism = parallelism;
 	d->name = strdup(o->name);
 	d->context_name = strdup(o->named_aggregate.context_name);
@@ -701,7 +712,7 @@ int agr__dispatcher_set_lease(agr_dispatcher *d,
 		return -EINVAL;
 	pthread_mutex_lock(&d->lock);
 	/* Messages already admitted hold no lease to release. */
-	if (d->lifecycle != D_NEW || atomic_load(&d->active) > 0)
+	if (d->lifecycle != D_NEW || busy(d))
 		ret = -EBUSY;
 	else if (ops && d->lease.acquire)
 		ret = -EEXIST;
@@ -745,13 +756,13 @@ AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
  */
 static bool schedule_if_idle(struct group *g)
 {
-	int expected = G_IDLE;
+	int state = atomic_load(&g->state);
 
-	if (atomic_load(&g->state) != G_IDLE ||
-	    !atomic_compare_exchange_strong(&g->state, &expected, G_SCHEDULED))
-		return false;
-	active_add(g->d);
-	return true;
+	while (state == G_IDLE || state == G_IDLING)
+		if (atomic_compare_exchange_weak(&g->state, &state,
+						 G_SCHEDULED))
+			return true;
+	return false;
 }
 
 /* Pushes msg; returns its group, or NULL with *err set. */
@@ -952,7 +963,7 @@ static void discard_parked(struct agr_dispatcher *d)
 /*
  * Closes intake. Returns true when the dispatcher never started: the
  * caller then discards the parked messages, after dropping the lock
- * (completion callbacks and the active count must not run under it).
+ * (completion callbacks must not run under it).
  */
 static bool quiesce_locked(struct agr_dispatcher *d)
 {
@@ -1002,15 +1013,17 @@ static void run_sweep(struct agr__work *work, struct agr_worker *w,
 {
 	struct sweep *s = agr__container_of(work, struct sweep, work);
 	struct agr_dispatcher *d = s->d;
+	struct agr_scheduler *sched = d->sched;
 	int i;
 
 	/* Dropped by an immediate dispose: the worker cancels all I/O. */
 	for (i = (int)s->worker_index; status == 0 && i < d->parallelism;
-	     i += d->sched->parallelism)
+	     i += sched->parallelism)
 		if (d->groups[i].current)
 			agr__worker_cancel_ops(w, d->groups[i].current,
 					       AGR__MATCH_OWNER);
-	active_sub(d);
+	atomic_fetch_sub(&d->sweeps_pending, 1); /* our last touch of d */
+	agr__scheduler_note_idle(sched);
 }
 
 /* Asks each worker to cancel the I/O of this dispatcher's messages. */
@@ -1022,7 +1035,7 @@ static void post_sweeps(struct agr_dispatcher *d)
 		return; /* disposed: its workers cancel everything */
 	for (i = 0; i < d->sched->parallelism; i++) {
 		d->sweeps[i].work.fn = run_sweep;
-		active_add(d);
+		atomic_fetch_add(&d->sweeps_pending, 1);
 		agr__worker_post(d->sched->workers[i], &d->sweeps[i].work);
 	}
 	agr__scheduler_leave(d->sched);
@@ -1053,8 +1066,7 @@ AGR_API void agr_dispatcher_free(agr_dispatcher *d)
 		return;
 	if (!agr__handle_retire(&d->magic, AGR__H_DISPATCHER, __func__, d))
 		return;
-	if (atomic_load(&d->active) > 0 ||
-	    !agr__gate_closed(&d->gate))
+	if (!agr__gate_closed(&d->gate) || busy(d))
 		agr_dispatcher_force_stop(d);
 	else
 		agr_dispatcher_quiesce(d);

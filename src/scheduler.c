@@ -257,6 +257,8 @@ static void free_memory(struct agr_scheduler *s)
 		}
 		free(s->workers);
 	}
+	pthread_cond_destroy(&s->idle_cond);
+	pthread_mutex_destroy(&s->idle_lock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
 	free(s->name);
@@ -277,6 +279,9 @@ static int alloc_scheduler(const char *supplier_name,
 	atomic_init(&s->gate, 0);
 	pthread_mutex_init(&s->lock, NULL);
 	agr__cond_init_monotonic(&s->cond);
+	atomic_init(&s->idle_waiters, 0);
+	pthread_mutex_init(&s->idle_lock, NULL);
+	agr__cond_init_monotonic(&s->idle_cond);
 	s->parallelism = parallelism;
 	len = strlen(supplier_name) + strlen(aggregate_name) + 2;
 	s->name = malloc(len);
@@ -409,6 +414,38 @@ int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns)
 	}
 	pthread_mutex_unlock(&s->lock);
 	return ret;
+}
+
+int agr__scheduler_wait_idle(struct agr_scheduler *s, bool (*idle)(void *),
+			     void *arg, uint64_t deadline_ns)
+{
+	struct timespec ts = agr__timespec_of(deadline_ns);
+	int ret = 0;
+
+	pthread_mutex_lock(&s->idle_lock);
+	/* Counted before idle() looks: see agr__scheduler_note_idle(). */
+	atomic_fetch_add(&s->idle_waiters, 1);
+	while (!idle(arg) && ret == 0) {
+		if (deadline_ns == UINT64_MAX)
+			pthread_cond_wait(&s->idle_cond, &s->idle_lock);
+		else if (pthread_cond_timedwait(&s->idle_cond, &s->idle_lock,
+						&ts) == ETIMEDOUT)
+			ret = idle(arg) ? 0 : -ETIMEDOUT;
+	}
+	atomic_fetch_sub(&s->idle_waiters, 1);
+	pthread_mutex_unlock(&s->idle_lock);
+	return ret;
+}
+
+/*
+ * Under the lock, so that a waiter between its idle() and its wait
+ * cannot miss it: it holds the lock until the wait releases it.
+ */
+void agr__scheduler_wake_idle_waiters(struct agr_scheduler *s)
+{
+	pthread_mutex_lock(&s->idle_lock);
+	pthread_cond_broadcast(&s->idle_cond);
+	pthread_mutex_unlock(&s->idle_lock);
 }
 
 /* Items can only be left in an inbox of a worker that never started. */

@@ -30,6 +30,12 @@ struct agr_scheduler {
 	AGR__ALIGNED_CACHELINE char *name; /* "<supplier>-<aggregate>" */
 	int parallelism;
 	struct agr_worker **workers;
+	/*
+	 * Threads in agr__scheduler_wait_idle(). Read whenever a dispatcher
+	 * group goes idle and written only by waiters, so it sits with
+	 * the fields that are never written after start.
+	 */
+	atomic_int idle_waiters;
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
@@ -47,6 +53,9 @@ struct agr_scheduler {
 		agr__gate *gate;
 		struct attached_gate *next;
 	} *attached;
+	/* agr__scheduler_note_idle() wakes idle waiters here. */
+	pthread_mutex_t idle_lock;
+	pthread_cond_t idle_cond;
 };
 
 /*
@@ -72,6 +81,34 @@ static inline struct agr_worker *
 agr__scheduler_worker(struct agr_scheduler *s, unsigned hint)
 {
 	return s->workers[hint % (unsigned)s->parallelism];
+}
+
+/*
+ * Waits until idle(arg) is true, or until the deadline (UINT64_MAX: no
+ * deadline): 0 or -ETIMEDOUT. idle() runs under the scheduler's idle
+ * lock, so waiters never run it at the same time, and it is asked again
+ * after every agr__scheduler_note_idle(). This is how a layer above
+ * waits for its work on these workers to end without a count that
+ * every activation would have to bump: its work items go idle, then
+ * signal the scheduler, which outlives them.
+ */
+int agr__scheduler_wait_idle(struct agr_scheduler *s, bool (*idle)(void *),
+			     void *arg, uint64_t deadline_ns);
+
+void agr__scheduler_wake_idle_waiters(struct agr_scheduler *s);
+
+/*
+ * Tells the waiters that some work item of `s` went idle. Call it after
+ * the step that makes the item idle, and touch the item no more: a
+ * waiter may free it as soon as its idle() sees that step. Costs one
+ * load when nobody waits; the load after the step pairs with the
+ * waiter's count before its idle(), so that one of the two sees the
+ * other.
+ */
+static inline void agr__scheduler_note_idle(struct agr_scheduler *s)
+{
+	if (agr__unlikely(atomic_load(&s->idle_waiters) > 0))
+		agr__scheduler_wake_idle_waiters(s);
 }
 
 /*

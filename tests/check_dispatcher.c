@@ -1268,6 +1268,65 @@ static void assert_flood_accounting(struct flood *f,
 	ck_assert_uint_eq(discarded, st->discarded);
 }
 
+/* Counts a test message's completions; no journal. */
+static void count_completion(agr_message *msg, int status, void *arg)
+{
+	struct tmsg *t = msg->user;
+
+	(void)arg;
+	t->status = status;
+	atomic_fetch_add(&t->completions, 1);
+}
+
+static int noop(agr_exchange *ex, void *arg)
+{
+	(void)ex;
+	(void)arg;
+	return 0;
+}
+
+/*
+ * Dispatchers come and go on one supplier's workers, each stopped while
+ * its groups may still be going idle and freed at once. The workers
+ * outlive every dispatcher: one that touched a group after the step
+ * that left it idle would touch freed memory (ASan, valgrind), and a
+ * stop that missed the last group going idle would wait out its
+ * deadline and fail.
+ */
+START_TEST(stop_and_free_while_groups_go_idle)
+{
+	enum { ROUNDS = 200, MSGS = 96, GROUPS = 48 };
+	static struct tmsg t[MSGS];
+	static char ids[MSGS][24];
+	agr_supplier *sup = new_supplier(2);
+	agr_dispatcher_options o = options(sup, false, GROUPS, NULL);
+	agr_dispatcher *d;
+	int round, i;
+
+	o.on_complete = count_completion;
+	for (i = 0; i < MSGS; i++)
+		snprintf(ids[i], sizeof(ids[i]), "order-%d", i);
+	for (round = 0; round < ROUNDS; round++) {
+		d = new_dispatcher(&o);
+		add_fn(d, NULL, noop, NULL);
+		start(d);
+		for (i = 0; i < MSGS; i++) {
+			tmsg_init(&t[i], ids[i], i);
+			send_ok(d, &t[i]);
+		}
+		stop(d);
+		/* Every message completed once, before the stop returned. */
+		for (i = 0; i < MSGS; i++) {
+			ck_assert_int_eq(atomic_load(&t[i].completions), 1);
+			ck_assert_int_eq(t[i].status, 0);
+		}
+		agr_dispatcher_free(d);
+	}
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
+	agr_supplier_free(sup);
+}
+END_TEST
+
 START_TEST(force_stop_with_thousands_queued)
 {
 	struct flood *f = flood_new();
@@ -1980,6 +2039,7 @@ static Suite *suite(void)
 
 	tcase_add_test(stress, per_id_order_under_load);
 	tcase_add_test(stress, force_stop_with_thousands_queued);
+	tcase_add_test(stress, stop_and_free_while_groups_go_idle);
 
 	suite_add_tcase(s, ref);
 	suite_add_tcase(s, core);
