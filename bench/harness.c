@@ -42,12 +42,17 @@ static int cmp_double(const void *a, const void *b)
 struct bench_summary bench_summarize(double *v, int runs)
 {
 	struct bench_summary s;
+	int q;
 
 	qsort(v, (size_t)runs, sizeof(*v), cmp_double);
 	s.median = runs % 2 ? v[runs / 2] : (v[runs / 2 - 1] + v[runs / 2]) / 2;
 	s.min = v[0];
 	s.max = v[runs - 1];
 	s.spread = s.median != 0 ? (s.max - s.min) / s.median : 0;
+	/* Nearest-rank quartiles: with under 5 runs, min and max. */
+	q = (runs - 1) / 4;
+	s.middle_spread = s.median != 0 ?
+				  (v[runs - 1 - q] - v[q]) / s.median : 0;
 	return s;
 }
 

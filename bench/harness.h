@@ -24,6 +24,9 @@ int bench_cpus(void);
 struct bench_summary {
 	double median, min, max;
 	double spread; /* (max - min) / median */
+	/* (third quartile - first) / median: how far the middle half of
+	 * the runs spread, whatever the slowest and fastest did. */
+	double middle_spread;
 };
 
 /* Sorts v in place. */
