@@ -1278,13 +1278,6 @@ static void count_completion(agr_message *msg, int status, void *arg)
 	atomic_fetch_add(&t->completions, 1);
 }
 
-static int noop(agr_exchange *ex, void *arg)
-{
-	(void)ex;
-	(void)arg;
-	return 0;
-}
-
 /*
  * Dispatchers come and go on one supplier's workers, each stopped while
  * its groups may still be going idle and freed at once. The workers
@@ -1308,7 +1301,7 @@ START_TEST(stop_and_free_while_groups_go_idle)
 		snprintf(ids[i], sizeof(ids[i]), "order-%d", i);
 	for (round = 0; round < ROUNDS; round++) {
 		d = new_dispatcher(&o);
-		add_fn(d, NULL, noop, NULL);
+		add_fn(d, NULL, work_a_little, NULL);
 		start(d);
 		for (i = 0; i < MSGS; i++) {
 			tmsg_init(&t[i], ids[i], i);
