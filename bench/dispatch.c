@@ -293,6 +293,17 @@ static void print_modes(const char *engine, const double *v,
 	       per_act[slow], v[fast], per_act[fast]);
 }
 
+/* How far the middle half of each engine's runs spread. */
+static void print_middle_spreads(const struct bench_summary *s)
+{
+	int e;
+
+	printf("  middle half of the runs within:");
+	for (e = 0; e < nengines; e++)
+		printf(" %s %.0f%%", engine_name(e), s[e].middle_spread * 100);
+	printf("\n");
+}
+
 /* Warm-up, then RUNS rounds alternating engines; prints and writes CSV. */
 static void run_variant(struct config *c, struct item *items, int runs,
 			FILE *csv)
@@ -342,10 +353,7 @@ static void run_variant(struct config *c, struct item *items, int runs,
 	printf("  %-28s %4.0f%%  (target < 30%%: %s; any engine: %.0f%%)\n",
 	       "aggring's largest spread", agr_worst * 100,
 	       agr_worst < 0.3 ? "met" : "MISSED", worst * 100);
-	printf("  middle half of the runs within:");
-	for (e = 0; e < nengines; e++)
-		printf(" %s %.0f%%", engine_name(e), s[e].middle_spread * 100);
-	printf("\n");
+	print_middle_spreads(s);
 	for (e = 0; e < FIRST_PEER; e++)
 		print_modes(engine_name(e), unsorted[e], per_act[e], runs);
 }
