@@ -16,6 +16,7 @@
  * leave, then waits for every group to be idle (wait_idle).
  */
 #include "dispatcher.h"
+#include "fault.h"
 #include "handle.h"
 #include "histogram.h"
 #include "scheduler.h"
@@ -364,6 +365,7 @@ static bool go_idle(struct group *g)
 	int expected = G_IDLING;
 
 	atomic_store(&g->state, G_IDLING);
+	agr__fault_pause(AGR_FAULT_GO_IDLE_PAUSE);
 	if (agr__mpsc_maybe_nonempty(&g->queue) &&
 	    atomic_compare_exchange_strong(&g->state, &expected, G_RUNNING))
 		return false;

@@ -9,7 +9,9 @@
  */
 #include "fault.h"
 
+#include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #ifndef IORING_NOP_INJECT_RESULT
 #define IORING_NOP_INJECT_RESULT (1U << 0) /* Linux 6.10 */
@@ -29,6 +31,7 @@ static const char *const point_names[AGR_FAULT_POINTS] = {
 	[AGR_FAULT_SQ_FULL] = "sq_full",
 	[AGR_FAULT_IO_RESULT] = "io_result",
 	[AGR_FAULT_IO_SHORT] = "io_short",
+	[AGR_FAULT_GO_IDLE_PAUSE] = "go_idle_pause",
 };
 
 static pthread_mutex_t plan_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -40,14 +43,22 @@ static bool valid_point(agr_fault_point point)
 	return (unsigned)point < AGR_FAULT_POINTS;
 }
 
+/* The values `point` can be armed with (aggring/fault.h). */
+static bool valid_value(agr_fault_point point, int value)
+{
+	if (point == AGR_FAULT_SQ_FULL)
+		return true; /* no value */
+	if (point == AGR_FAULT_IO_SHORT)
+		return value >= 0; /* a byte count */
+	if (point == AGR_FAULT_GO_IDLE_PAUSE)
+		return value > 0; /* microseconds */
+	return value < 0; /* a negative errno */
+}
+
 AGR_API int agr_fault_arm(agr_fault_point point, int value, unsigned skip,
 			  unsigned count)
 {
-	bool wants_size = point == AGR_FAULT_IO_SHORT;
-
-	if (!valid_point(point) || count == 0)
-		return -EINVAL;
-	if (point != AGR_FAULT_SQ_FULL && (wants_size ? value < 0 : value >= 0))
+	if (!valid_point(point) || count == 0 || !valid_value(point, value))
 		return -EINVAL;
 	pthread_mutex_lock(&plan_lock);
 	plans[point] = (struct plan){ .value = value, .skip = skip,
@@ -173,4 +184,17 @@ void agr__fault_doorbell_sqe(struct io_uring_sqe *sqe)
 	sqe->flags = flags;
 	sqe->rw_flags = IORING_NOP_INJECT_RESULT;
 	sqe->len = (unsigned)v;
+}
+
+void agr__fault_pause(agr_fault_point point)
+{
+	struct timespec ts;
+	int us;
+
+	if (!agr__fault(point, &us))
+		return;
+	ts.tv_sec = us / 1000000;
+	ts.tv_nsec = (long)(us % 1000000) * 1000;
+	while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+		;
 }

@@ -34,12 +34,16 @@ void agr__fault_io(int *res);
 /* Turns a prepared doorbell SQE into one that fails (DOORBELL_SQE). */
 void agr__fault_doorbell_sqe(struct io_uring_sqe *sqe);
 
+/* Sleeps the armed microseconds when `point` fires (a pause point). */
+void agr__fault_pause(agr_fault_point point);
+
 #else
 
 #define agr__fault(point, value) false
 #define AGR__FAULT_OR(point, expr) (expr)
 #define agr__fault_io(res) ((void)0)
 #define agr__fault_doorbell_sqe(sqe) ((void)0)
+#define agr__fault_pause(point) ((void)0)
 
 #endif /* AGR_FAULT_INJECTION */
 

@@ -484,9 +484,11 @@ static int route(const agr_message *msg, int parallelism, void *arg)
 	return t->group % parallelism;
 }
 
-static agr_dispatcher *flow_dispatcher(struct flow *f, const char *name,
-				       const agr_named_aggregate *named,
-				       int workers, int groups)
+/* A started dispatcher for `f` on the workers of `sup`. */
+static agr_dispatcher *flow_dispatcher_on(struct flow *f, agr_supplier *sup,
+					  bool owns_supplier, const char *name,
+					  const agr_named_aggregate *named,
+					  int groups)
 {
 	agr_dispatcher_options o = { 0 };
 	agr_dispatcher *d;
@@ -494,8 +496,8 @@ static agr_dispatcher *flow_dispatcher(struct flow *f, const char *name,
 	o.name = name;
 	o.named_aggregate = *named;
 	o.parallelism = groups;
-	ck_assert_int_eq(agr_supplier_new(name, workers, &o.supplier), 0);
-	o.owns_supplier = true;
+	o.supplier = sup;
+	o.owns_supplier = owns_supplier;
 	o.on_complete = on_complete;
 	o.complete_arg = f;
 	o.group_key = route;
@@ -504,6 +506,17 @@ static agr_dispatcher *flow_dispatcher(struct flow *f, const char *name,
 	ck_assert_int_eq(agr_dispatcher_register(d, "leaf", leaf_fn, f), 0);
 	ck_assert_int_eq(agr_dispatcher_start(d), 0);
 	return d;
+}
+
+/* A started dispatcher for `f` with a supplier of its own. */
+static agr_dispatcher *flow_dispatcher(struct flow *f, const char *name,
+				       const agr_named_aggregate *named,
+				       int workers, int groups)
+{
+	agr_supplier *sup;
+
+	ck_assert_int_eq(agr_supplier_new(name, workers, &sup), 0);
+	return flow_dispatcher_on(f, sup, true, name, named, groups);
 }
 
 /* Every message completed exactly once, with status 0. */
@@ -1115,6 +1128,47 @@ END_TEST
 
 /* ---- the API itself ---- */
 
+/* ---- the race between a stop and a group going idle ---- */
+
+/*
+ * Workers that outlive the dispatcher pause between marking a group
+ * as going idle and their last look at its queue. The stop must wait
+ * them out: if it returned during the pause, the free that follows
+ * would leave the worker looking at freed memory (ASan and Valgrind
+ * report it), and a stop that missed their wake-up would time out.
+ */
+START_TEST(stop_waits_for_groups_going_idle)
+{
+	enum { ROUNDS = 10, GROUPS = 8 };
+	agr_supplier *sup;
+	agr_dispatcher *d;
+	struct flow *f;
+	int round, i;
+
+	ck_assert_int_eq(agr_supplier_new("idle", 2, &sup), 0);
+	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_GO_IDLE_PAUSE, 2000, 0,
+				       1000000),
+			 0);
+	for (round = 0; round < ROUNDS; round++) {
+		f = flow_new();
+		d = flow_dispatcher_on(f, sup, false, "idle", &order, GROUPS);
+		for (i = 0; i < GROUPS; i++)
+			ck_assert_int_eq(agr_dispatcher_send(
+						 d, &flow_msg(f, i, i, "leaf")->m),
+					 0);
+		stop_and_free(d);
+		assert_exactly_once(f);
+		flow_free(f);
+	}
+	/* Every group went idle through the pause at least once a round. */
+	ck_assert_uint_ge(agr_fault_fired(AGR_FAULT_GO_IDLE_PAUSE),
+			  ROUNDS * GROUPS);
+	agr_fault_reset();
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
+	agr_supplier_free(sup);
+}
+END_TEST
+
 START_TEST(arm_rejects_nonsense)
 {
 	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_POINTS, -EIO, 0, 1),
@@ -1125,6 +1179,10 @@ START_TEST(arm_rejects_nonsense)
 			 -EINVAL);
 	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_IO_SHORT, -1, 0, 1),
 			 -EINVAL);
+	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_GO_IDLE_PAUSE, 0, 0, 1),
+			 -EINVAL);
+	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_GO_IDLE_PAUSE, -EIO, 0, 1),
+			 -EINVAL);
 	ck_assert_uint_eq(agr_fault_fired(AGR_FAULT_POINTS), 0);
 }
 END_TEST
@@ -1132,7 +1190,7 @@ END_TEST
 static Suite *fault_suite(void)
 {
 	Suite *s = suite_create("fault");
-	TCase *tc[5];
+	TCase *tc[6];
 	size_t i;
 
 	tc[0] = tcase_create("ring_setup");
@@ -1160,6 +1218,8 @@ static Suite *fault_suite(void)
 			    (int)ARRAY_SIZE(io_errors));
 	tcase_add_test(tc[4], io_short_counts);
 	tcase_add_test(tc[4], arm_rejects_nonsense);
+	tc[5] = tcase_create("go_idle");
+	tcase_add_test(tc[5], stop_waits_for_groups_going_idle);
 	for (i = 0; i < ARRAY_SIZE(tc); i++) {
 		tcase_add_checked_fixture(tc[i], setup, teardown);
 		suite_add_tcase(s, tc[i]);

@@ -8,8 +8,10 @@
  *
  * Each point is one place where the engine meets the kernel or libc.
  * Arming a point makes that place fail as if the kernel had said so, so
- * that a test can check how the engine reports it and recovers. Faults
- * are process-wide: every thread that reaches an armed point counts.
+ * that a test can check how the engine reports it and recovers. One
+ * point (AGR_FAULT_GO_IDLE_PAUSE) fails nothing: it widens a race
+ * window, so that a test can show the engine wins the race. Faults are
+ * process-wide: every thread that reaches an armed point counts.
  */
 #ifndef AGGRING_FAULT_H
 #define AGGRING_FAULT_H
@@ -44,6 +46,13 @@ typedef enum agr_fault_point {
 	 * reaches its callback as `value`: a short read or write.
 	 */
 	AGR_FAULT_IO_SHORT = 6,
+	/*
+	 * A worker that drained a dispatcher group and marked it as going
+	 * idle sleeps `value` microseconds (value > 0) before its last look
+	 * at the group's queue: the window in which a stop that frees the
+	 * dispatcher must still wait for it.
+	 */
+	AGR_FAULT_GO_IDLE_PAUSE = 7,
 	AGR_FAULT_POINTS
 } agr_fault_point;
 
@@ -51,8 +60,10 @@ typedef enum agr_fault_point {
  * Arms `point`: the next `skip` times it is reached pass, then the
  * following `count` times fail with `value`; after that it is disarmed.
  * Re-arming replaces the plan and zeroes the point's counters. Returns
- * 0, or -EINVAL (unknown point, count 0, `value` >= 0 other than for
- * AGR_FAULT_IO_SHORT and AGR_FAULT_SQ_FULL, or < 0 for AGR_FAULT_IO_SHORT).
+ * 0, or -EINVAL (unknown point, count 0, or a `value` the point cannot
+ * take: a negative errno for the points that fail with one, >= 0 for
+ * AGR_FAULT_IO_SHORT, > 0 for AGR_FAULT_GO_IDLE_PAUSE; AGR_FAULT_SQ_FULL
+ * ignores it).
  */
 AGR_API int agr_fault_arm(agr_fault_point point, int value, unsigned skip,
 			  unsigned count);
