@@ -137,6 +137,11 @@ static void dump_log(void)
 	pthread_mutex_unlock(&logbook.lock);
 }
 
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
 #define ASSERT_LOGGED(level, a, b)                                     \
 	do {                                                           \
 		int logged_ = log_wait((level), (a), (b));             \
@@ -144,7 +149,7 @@ static void dump_log(void)
 			dump_log();                                    \
 		ck_assert_msg(logged_ >= 1,                            \
 			      "nothing logged with \"%s\" \"%s\"", (a),  \
-			      (b) ? (b) : "");                         \
+			      or_empty(b));                            \
 	} while (0)
 
 static void setup(void)
