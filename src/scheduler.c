@@ -399,19 +399,37 @@ void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
 	}
 }
 
-int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns)
+/*
+ * With `lock` held, waits on `cond` until done(arg) or the deadline
+ * (UINT64_MAX: none): 0, or -ETIMEDOUT if done(arg) is still false then.
+ */
+static int wait_until(pthread_cond_t *cond, pthread_mutex_t *lock,
+		      bool (*done)(void *), void *arg, uint64_t deadline_ns)
 {
 	struct timespec ts = agr__timespec_of(deadline_ns);
-	int ret = 0;
+
+	while (!done(arg)) {
+		if (deadline_ns == UINT64_MAX)
+			pthread_cond_wait(cond, lock);
+		else if (pthread_cond_timedwait(cond, lock, &ts) == ETIMEDOUT)
+			return done(arg) ? 0 : -ETIMEDOUT;
+	}
+	return 0;
+}
+
+static bool all_exited(void *arg)
+{
+	struct agr_scheduler *s = arg;
+
+	return s->live == 0;
+}
+
+int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns)
+{
+	int ret;
 
 	pthread_mutex_lock(&s->lock);
-	while (s->live > 0 && ret == 0) {
-		if (deadline_ns == UINT64_MAX)
-			pthread_cond_wait(&s->cond, &s->lock);
-		else if (pthread_cond_timedwait(&s->cond, &s->lock, &ts) ==
-			 ETIMEDOUT)
-			ret = s->live > 0 ? -ETIMEDOUT : 0;
-	}
+	ret = wait_until(&s->cond, &s->lock, all_exited, s, deadline_ns);
 	pthread_mutex_unlock(&s->lock);
 	return ret;
 }
@@ -419,19 +437,12 @@ int agr__scheduler_await(struct agr_scheduler *s, uint64_t deadline_ns)
 int agr__scheduler_wait_idle(struct agr_scheduler *s, bool (*idle)(void *),
 			     void *arg, uint64_t deadline_ns)
 {
-	struct timespec ts = agr__timespec_of(deadline_ns);
-	int ret = 0;
+	int ret;
 
 	pthread_mutex_lock(&s->idle_lock);
 	/* Counted before idle() looks: see agr__scheduler_note_idle(). */
 	atomic_fetch_add(&s->idle_waiters, 1);
-	while (!idle(arg) && ret == 0) {
-		if (deadline_ns == UINT64_MAX)
-			pthread_cond_wait(&s->idle_cond, &s->idle_lock);
-		else if (pthread_cond_timedwait(&s->idle_cond, &s->idle_lock,
-						&ts) == ETIMEDOUT)
-			ret = idle(arg) ? 0 : -ETIMEDOUT;
-	}
+	ret = wait_until(&s->idle_cond, &s->idle_lock, idle, arg, deadline_ns);
 	atomic_fetch_sub(&s->idle_waiters, 1);
 	pthread_mutex_unlock(&s->idle_lock);
 	return ret;
