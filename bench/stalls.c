@@ -104,7 +104,8 @@ static void report(const struct probe *p, int n, double seconds,
 		   long long steal)
 {
 	uint64_t stalls = 0, long_stalls = 0, longest = 0;
-	long ticks = sysconf(_SC_CLK_TCK), online = sysconf(_SC_NPROCESSORS_ONLN);
+	long ticks = sysconf(_SC_CLK_TCK);
+	int online = bench_cpus();
 	int i;
 
 	for (i = 0; i < n; i++) {
@@ -124,7 +125,7 @@ static void report(const struct probe *p, int n, double seconds,
 	       PRIu64 " over 1 ms, the longest %.2f ms",
 	       n, seconds, stalls, long_stalls, (double)longest / 1e6);
 	/* /proc/stat's first line adds up every online CPU. */
-	if (steal >= 0 && ticks > 0 && online > 0)
+	if (steal >= 0 && ticks > 0)
 		printf("; steal %.1f%% of the CPUs' time",
 		       100.0 * (double)steal / (double)ticks /
 			       (seconds * (double)online));
