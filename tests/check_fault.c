@@ -1148,6 +1148,7 @@ START_TEST(stop_waits_for_groups_going_idle)
 	agr_supplier *sup;
 	agr_dispatcher *d;
 	struct flow *f;
+	struct tmsg *t;
 	int round, i;
 
 	ck_assert_int_eq(agr_supplier_new("idle", 2, &sup), 0);
@@ -1157,10 +1158,10 @@ START_TEST(stop_waits_for_groups_going_idle)
 	for (round = 0; round < ROUNDS; round++) {
 		f = flow_new();
 		d = flow_dispatcher_on(f, sup, false, "idle", &order, GROUPS);
-		for (i = 0; i < GROUPS; i++)
-			ck_assert_int_eq(agr_dispatcher_send(
-						 d, &flow_msg(f, i, i, "leaf")->m),
-					 0);
+		for (i = 0; i < GROUPS; i++) {
+			t = flow_msg(f, i, i, "leaf");
+			ck_assert_int_eq(agr_dispatcher_send(d, &t->m), 0);
+		}
 		stop_and_free(d);
 		assert_exactly_once(f);
 		flow_free(f);

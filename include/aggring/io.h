@@ -9,9 +9,9 @@
  * earlier, when the call finds AGR_SUBMIT_BATCH operations (default 4;
  * 0: never earlier) already waiting, so that the first of many
  * operations prepared in one turn does not wait for the last while the
- * device idles, and a few still share one system call. cb(res, arg) then runs
- * on the same worker thread with the CQE's result: >= 0 on success
- * (bytes, a file descriptor, ...), or a negative errno.
+ * device idles, and a few still share one system call. cb(res, arg)
+ * then runs on the same worker thread with the CQE's result: >= 0 on
+ * success (bytes, a file descriptor, ...), or a negative errno.
  *
  * Rules:
  * - Call only from the worker itself: from any other thread every call
