@@ -10,6 +10,7 @@
  */
 #include "handle.h"
 #include "internal.h"
+#include "util.h"
 
 #include <stdio.h>
 #include <stdlib.h>

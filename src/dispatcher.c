@@ -20,6 +20,7 @@
 #include "handle.h"
 #include "histogram.h"
 #include "scheduler.h"
+#include "util.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -342,11 +343,11 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 	}
 	if (atomic_load_explicit(&agr__watchdog_on, memory_order_relaxed))
 		agr__worker_label(g->worker, d->name, (int)g->index, msg->type);
-	g->worker->current_owner = ex; /* its I/O can be cancelled */
+	agr__worker_set_owner(g->worker, ex); /* its I/O can be cancelled */
 	for (i = 0; i < d->nhandlers; i++)
 		if (handler_matches(&d->handlers[i], msg))
 			call_handler(ex, &d->handlers[i]);
-	g->worker->current_owner = NULL;
+	agr__worker_set_owner(g->worker, NULL);
 	ex->flags &= ~(unsigned)EX_STARTING;
 	if (ex->pending > 0)
 		return false;
@@ -561,7 +562,7 @@ static void init_sweeps(struct agr_dispatcher *d)
 {
 	int i;
 
-	for (i = 0; i < d->sched->parallelism; i++) {
+	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
 		d->sweeps[i].d = d;
 		d->sweeps[i].worker_index = (unsigned)i;
 	}
@@ -616,7 +617,7 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 
 static int alloc_latency(struct agr_dispatcher *d)
 {
-	size_t size = (size_t)d->sched->parallelism * sizeof(*d->latency);
+	size_t size = (size_t)agr__scheduler_workers(d->sched) * sizeof(*d->latency);
 
 	if (posix_memalign((void **)&d->latency, AGR__CACHELINE, size) != 0) {
 		d->latency = NULL;
@@ -645,7 +646,7 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	ret = agr_supplier_get_or_init(o->supplier, &o->named_aggregate,
 				       &d->sched);
 	if (!ret) {
-		d->sweeps = calloc((size_t)d->sched->parallelism,
+		d->sweeps = calloc((size_t)agr__scheduler_workers(d->sched),
 				   sizeof(*d->sweeps));
 		if (!d->sweeps)
 			ret = -ENOMEM;
@@ -1020,7 +1021,7 @@ static void run_sweep(struct agr__work *work, struct agr_worker *w,
 
 	/* Dropped by an immediate dispose: the worker cancels all I/O. */
 	for (i = (int)s->worker_index; status == 0 && i < d->parallelism;
-	     i += sched->parallelism)
+	     i += agr__scheduler_workers(sched))
 		if (d->groups[i].current)
 			agr__worker_cancel_ops(w, d->groups[i].current,
 					       AGR__MATCH_OWNER);
@@ -1035,10 +1036,11 @@ static void post_sweeps(struct agr_dispatcher *d)
 
 	if (!agr__scheduler_enter(d->sched))
 		return; /* disposed: its workers cancel everything */
-	for (i = 0; i < d->sched->parallelism; i++) {
+	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
 		d->sweeps[i].work.fn = run_sweep;
 		atomic_fetch_add(&d->sweeps_pending, 1);
-		agr__worker_post(d->sched->workers[i], &d->sweeps[i].work);
+		agr__worker_post(agr__scheduler_worker(d->sched, (unsigned)i),
+				 &d->sweeps[i].work);
 	}
 	agr__scheduler_leave(d->sched);
 }
@@ -1157,7 +1159,7 @@ AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
 	agr_dispatcher_stats_get(d, &out->messages);
 	read_depths(d, out);
 	out->latency_enabled = d->latency != NULL;
-	for (i = 0; d->latency && i < d->sched->parallelism; i++) {
+	for (i = 0; d->latency && i < agr__scheduler_workers(d->sched); i++) {
 		agr__histogram_read(&d->latency[i].queue, &out->queue_latency);
 		agr__histogram_read(&d->latency[i].processing,
 				    &out->processing_latency);

@@ -13,7 +13,7 @@ AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 	int ret = agr__worker_sqe(w, cb, arg, sqe, NULL);
 
 	if (ret == 0)
-		w->raw_sqe_open = true; /* the caller prepares it later */
+		agr__worker_hold_submits(w); /* the caller prepares it later */
 	return ret;
 }
 
@@ -174,15 +174,17 @@ AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
 			   agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
+	struct __kernel_timespec *ts;
 	struct agr__op *op;
 	int ret = agr__worker_sqe(w, cb, arg, &sqe, &op);
 
 	if (ret)
 		return ret;
 	/* The timespec lives in the op: the kernel reads it until the CQE. */
-	op->ts.tv_sec = (long long)(timeout_ns / 1000000000u);
-	op->ts.tv_nsec = (long long)(timeout_ns % 1000000000u);
-	io_uring_prep_timeout(sqe, &op->ts, 0, 0);
+	ts = agr__op_timespec(op);
+	ts->tv_sec = (long long)(timeout_ns / 1000000000u);
+	ts->tv_nsec = (long long)(timeout_ns % 1000000000u);
+	io_uring_prep_timeout(sqe, ts, 0, 0);
 	return 0;
 }
 
@@ -196,7 +198,5 @@ AGR_API int agr_io_cancel(agr_worker *w, void *arg)
 AGR_API int agr_io_inflight(const agr_worker *w)
 {
 	/* The atomic copy: callable from any thread. */
-	return w ? (int)atomic_load_explicit(&w->inflight_now,
-					     memory_order_relaxed) :
-		   -EINVAL;
+	return w ? agr__worker_inflight(w) : -EINVAL;
 }

@@ -6,6 +6,7 @@
 #include "ring.h"
 
 #include "fault.h"
+#include "util.h"
 
 #include <pthread.h>
 #include <sched.h>

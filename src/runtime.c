@@ -24,6 +24,7 @@
  */
 #include "dispatcher.h"
 #include "handle.h"
+#include "util.h"
 
 #include <pthread.h>
 #include <signal.h>

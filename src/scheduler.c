@@ -5,9 +5,9 @@
  */
 #include "scheduler.h"
 
-#include "fault.h"
+#include "util.h"
 
-#include <aggring/metrics.h>
+#include <aggring/metrics.h> /* agr_worker_metrics */
 
 #include <sched.h>
 #include <stdio.h>
@@ -97,89 +97,66 @@ AGR_API bool agr_scheduler_is_terminated(agr_scheduler *s)
 	return s && agr__scheduler_terminated(s);
 }
 
-static uint64_t read_stat(const atomic_uint_fast64_t *c)
-{
-	return atomic_load_explicit(c, memory_order_relaxed);
-}
-
-/* Loop lifetime so far, less the time asleep. */
-static uint64_t running_ns(struct agr_worker *w, uint64_t blocked)
-{
-	uint64_t start = read_stat(&w->started_ns);
-	uint64_t end = read_stat(&w->exited_ns);
-	uint64_t life;
-
-	if (!start)
-		return 0;
-	life = (end ? end : agr__now_ns()) - start;
-	return life > blocked ? life - blocked : 0;
-}
-
 AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,
 					 agr_worker_metrics *out)
 {
-	struct agr__worker_stats *st;
-	struct agr_worker *w;
-
 	if (!s || !out || index < 0 || index >= s->parallelism)
 		return -EINVAL;
-	w = s->workers[index];
-	st = &w->stats;
-	memset(out, 0, sizeof(*out));
-	out->iterations = read_stat(&st->iterations);
-	out->doorbells = read_stat(&st->doorbells);
-	out->items = read_stat(&st->items);
-	out->io_completions = read_stat(&st->io_completions);
-	out->blocked_ns = read_stat(&st->blocked_ns);
-	out->running_ns = running_ns(w, out->blocked_ns);
-	out->sq_full = read_stat(&st->sq_full);
-	out->cq_overflow = read_stat(&st->cq_overflow);
-	out->early_submits = read_stat(&st->early_submits);
-	out->blocking_detected = read_stat(&st->blocking_detected);
-	out->inflight = (int)atomic_load_explicit(&w->inflight_now,
-						  memory_order_relaxed);
+	agr__worker_stats_copy(s->workers[index], out);
 	return 0;
+}
+
+/* ---- every live scheduler of the process, for watchers ---- */
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct agr_scheduler *registry;
+
+static void registry_add(struct agr_scheduler *s)
+{
+	pthread_mutex_lock(&registry_lock);
+	s->registry_prev = NULL;
+	s->registry_next = registry;
+	if (registry)
+		registry->registry_prev = s;
+	registry = s;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+/* Once this returns, no watcher looks at the workers of `s`. */
+static void registry_remove(struct agr_scheduler *s)
+{
+	pthread_mutex_lock(&registry_lock);
+	if (s->registry_prev)
+		s->registry_prev->registry_next = s->registry_next;
+	else if (registry == s)
+		registry = s->registry_next;
+	if (s->registry_next)
+		s->registry_next->registry_prev = s->registry_prev;
+	s->registry_prev = s->registry_next = NULL;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+void agr__scheduler_for_each_worker(void (*fn)(struct agr_worker *w,
+					       void *arg),
+				    void *arg)
+{
+	struct agr_scheduler *s;
+	int i;
+
+	pthread_mutex_lock(&registry_lock);
+	for (s = registry; s; s = s->registry_next)
+		for (i = 0; i < s->parallelism; i++)
+			fn(s->workers[i], arg);
+	pthread_mutex_unlock(&registry_lock);
 }
 
 /* ---- creation ---- */
 
-/* "<prefix>-<index>" cut to the 15 bytes Linux keeps of a name. */
-static void make_thread_name(char out[16], const char *prefix,
-			     unsigned index)
+/* Hooks of every worker: the worker's thread tells us. */
+static void worker_ready(void *arg, int err)
 {
-	char full[256];
-	size_t n;
+	struct agr_scheduler *s = arg;
 
-	snprintf(full, sizeof(full), "%.200s-%u", prefix, index);
-	n = strnlen(full, 15);
-	memcpy(out, full, n);
-	out[n] = '\0';
-}
-
-static struct agr_worker *worker_new(struct agr_scheduler *s,
-				     const char *thread_prefix, unsigned index)
-{
-	struct agr_worker *w;
-
-	if (posix_memalign((void **)&w, AGR__CACHELINE, sizeof(*w)) != 0)
-		return NULL;
-	memset(w, 0, sizeof(*w));
-	agr__mpsc_init(&w->inbox);
-	atomic_init(&w->bell, AGR__BELL_RUNG); /* starting: not asleep */
-	atomic_init(&w->stop_requested, false);
-	atomic_init(&w->force, false);
-	atomic_init(&w->interrupted, false);
-	atomic_init(&w->exited, false);
-	pthread_mutex_init(&w->orphan_lock, NULL);
-	w->ring_fd = -1;
-	w->sched = s;
-	w->index = index;
-	make_thread_name(w->thread_name, thread_prefix, index);
-	return w;
-}
-
-void agr__scheduler_worker_ready(struct agr_scheduler *s, int err)
-{
 	pthread_mutex_lock(&s->lock);
 	if (err && !s->start_err)
 		s->start_err = err;
@@ -188,12 +165,31 @@ void agr__scheduler_worker_ready(struct agr_scheduler *s, int err)
 	pthread_mutex_unlock(&s->lock);
 }
 
-void agr__scheduler_worker_exited(struct agr_scheduler *s)
+static void worker_exited(void *arg)
 {
+	struct agr_scheduler *s = arg;
+
 	pthread_mutex_lock(&s->lock);
 	s->live--;
 	pthread_cond_broadcast(&s->cond);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* Worker `index`, its thread named "<scheduler>-<index>". */
+static int worker_new(struct agr_scheduler *s, unsigned index,
+		      struct agr_worker **out)
+{
+	char name[256];
+	struct agr__worker_config cfg = {
+		.sched = s,
+		.index = index,
+		.thread_name = name,
+		.hooks = { .ready = worker_ready, .exited = worker_exited,
+			   .arg = s },
+	};
+
+	snprintf(name, sizeof(name), "%.200s-%u", s->name, index);
+	return agr__worker_new(&cfg, out);
 }
 
 static int start_threads(struct agr_scheduler *s)
@@ -201,14 +197,10 @@ static int start_threads(struct agr_scheduler *s)
 	int i, ret = 0;
 
 	for (i = 0; i < s->parallelism; i++) {
-		struct agr_worker *w = s->workers[i];
-
 		pthread_mutex_lock(&s->lock);
 		s->live++;
 		pthread_mutex_unlock(&s->lock);
-		ret = AGR__FAULT_OR(AGR_FAULT_THREAD_CREATE,
-				    -pthread_create(&w->thread, NULL,
-						    agr__worker_main, w));
+		ret = agr__worker_start(s->workers[i]);
 		if (ret) {
 			agr__log(AGR_LOG_ERROR,
 				 "%s: cannot create worker thread %d: %s",
@@ -218,7 +210,7 @@ static int start_threads(struct agr_scheduler *s)
 			pthread_mutex_unlock(&s->lock);
 			return ret;
 		}
-		w->thread_started = true;
+		s->started++;
 	}
 	return 0;
 }
@@ -226,12 +218,10 @@ static int start_threads(struct agr_scheduler *s)
 /* Waits for every started worker to report its ring setup. */
 static int await_rings(struct agr_scheduler *s)
 {
-	int started = 0, i, err;
+	int err;
 
-	for (i = 0; i < s->parallelism; i++)
-		started += s->workers[i]->thread_started;
 	pthread_mutex_lock(&s->lock);
-	while (s->ready < started)
+	while (s->ready < s->started)
 		pthread_cond_wait(&s->cond, &s->lock);
 	err = s->start_err;
 	pthread_mutex_unlock(&s->lock);
@@ -249,12 +239,8 @@ static void free_memory(struct agr_scheduler *s)
 		free(a);
 	}
 	if (s->workers) {
-		for (i = 0; i < s->parallelism; i++) {
-			if (!s->workers[i])
-				continue;
-			pthread_mutex_destroy(&s->workers[i]->orphan_lock);
-			free(s->workers[i]);
-		}
+		for (i = 0; i < s->parallelism; i++)
+			agr__worker_free(s->workers[i]);
 		free(s->workers);
 	}
 	pthread_cond_destroy(&s->idle_cond);
@@ -290,8 +276,7 @@ static int alloc_scheduler(const char *supplier_name,
 		goto nomem;
 	snprintf(s->name, len, "%s-%s", supplier_name, aggregate_name);
 	for (i = 0; i < parallelism; i++) {
-		s->workers[i] = worker_new(s, s->name, (unsigned)i);
-		if (!s->workers[i])
+		if (worker_new(s, (unsigned)i, &s->workers[i]))
 			goto nomem;
 	}
 	*out = s;
@@ -319,7 +304,7 @@ int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
 		agr__scheduler_free(s);
 		return ret;
 	}
-	agr__watchdog_register(s);
+	registry_add(s);
 	*out = s;
 	return 0;
 }
@@ -384,19 +369,8 @@ void agr__scheduler_dispose(struct agr_scheduler *s, bool immediate)
 	pthread_mutex_unlock(&s->lock);
 
 	close_gates(s);
-	for (i = 0; i < s->parallelism; i++) {
-		struct agr_worker *w = s->workers[i];
-
-		if (immediate) {
-			/* Set before anything is joined (see worker.h). */
-			atomic_store(&w->interrupted, true);
-			atomic_store(&w->force, true);
-		} else {
-			atomic_store(&w->stop_requested, true);
-		}
-		if (w->ring_ready)
-			agr__worker_wake(w);
-	}
+	for (i = 0; i < s->parallelism; i++)
+		agr__worker_request_stop(s->workers[i], immediate);
 }
 
 /*
@@ -475,20 +449,10 @@ void agr__scheduler_free(struct agr_scheduler *s)
 	if (!s)
 		return;
 	agr__scheduler_dispose(s, true);
-	agr__watchdog_unregister(s);
-	for (i = 0; i < s->parallelism; i++) {
-		struct agr_worker *w = s->workers[i];
-
-		if (w->thread_started)
-			pthread_join(w->thread, NULL);
-	}
+	registry_remove(s);
+	for (i = 0; i < s->parallelism; i++)
+		agr__worker_join(s->workers[i]);
 	drop_leftovers(s);
-	/* Every sender is gone and every thread joined: fds may close. */
-	for (i = 0; i < s->parallelism; i++) {
-		struct agr_worker *w = s->workers[i];
-
-		if (w->ring_ready)
-			io_uring_queue_exit(&w->ring);
-	}
+	/* Every sender is gone and every thread joined: rings may close. */
 	free_memory(s);
 }

@@ -39,11 +39,11 @@ struct agr_scheduler {
 
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
+	int started;	/* workers whose thread was created */
 	int ready;	/* workers that finished ring setup */
 	int start_err;	/* first setup error */
 	int live;	/* workers still in their loop */
 	enum agr__sched_state state;
-	bool joined;
 	/*
 	 * Gates of layers above (dispatcher intake) that dispose closes
 	 * before its own: a sender inside one of them may skip this
@@ -53,6 +53,8 @@ struct agr_scheduler {
 		agr__gate *gate;
 		struct attached_gate *next;
 	} *attached;
+	/* Links of the process-wide list of live schedulers. */
+	struct agr_scheduler *registry_prev, *registry_next;
 	/* agr__scheduler_note_idle() wakes idle waiters here. */
 	pthread_mutex_t idle_lock;
 	pthread_cond_t idle_cond;
@@ -77,10 +79,17 @@ static inline void agr__scheduler_leave(struct agr_scheduler *s)
 	agr__gate_leave(&s->gate);
 }
 
+/* Worker hint % parallelism. */
 static inline struct agr_worker *
 agr__scheduler_worker(struct agr_scheduler *s, unsigned hint)
 {
 	return s->workers[hint % (unsigned)s->parallelism];
+}
+
+/* How many workers `s` has. */
+static inline int agr__scheduler_workers(const struct agr_scheduler *s)
+{
+	return s->parallelism;
 }
 
 /*
@@ -134,14 +143,14 @@ bool agr__scheduler_terminated(struct agr_scheduler *s);
  */
 void agr__scheduler_free(struct agr_scheduler *s);
 
-/* The blocking detector watches registered schedulers (watchdog.c). */
-void agr__watchdog_register(struct agr_scheduler *s);
-void agr__watchdog_unregister(struct agr_scheduler *s);
-
-/* Called by a worker thread: ring setup finished with `err`. */
-void agr__scheduler_worker_ready(struct agr_scheduler *s, int err);
-
-/* Called by a worker thread when it leaves its loop. */
-void agr__scheduler_worker_exited(struct agr_scheduler *s);
+/*
+ * Runs fn(w, arg) for every worker of every live scheduler of the
+ * process (from creation until agr__scheduler_free() begins), under a
+ * lock that agr__scheduler_free() takes: `fn` must not block, create or
+ * free a scheduler.
+ */
+void agr__scheduler_for_each_worker(void (*fn)(struct agr_worker *w,
+					       void *arg),
+				    void *arg);
 
 #endif /* AGR_SCHEDULER_INTERNAL_H */

@@ -5,6 +5,7 @@
  */
 #include "handle.h"
 #include "scheduler.h"
+#include "util.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -8,26 +8,20 @@
  * per item.
  */
 #include "scheduler.h"
+#include "util.h"
 
-#include <aggring/metrics.h>
+#include <aggring/metrics.h> /* agr_watchdog_start/stop */
 
-#include <stdlib.h>
 #include <string.h>
 
 #define DEFAULT_THRESHOLD_NS (100ull * 1000000ull)
 
-struct registered {
-	struct registered *next;
-	struct agr_scheduler *sched;
-};
-
 /* Start and stop one at a time, across the join. */
 static pthread_mutex_t control = PTHREAD_MUTEX_INITIALIZER;
-/* The registry and the watchdog thread share one lock. */
+/* The watchdog thread's state and its wake-up. */
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t wake;
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
-static struct registered *schedulers;
 static pthread_t thread;
 static bool running, stopping;
 static uint64_t threshold_ns;
@@ -37,70 +31,33 @@ static void init_wake(void)
 	agr__cond_init_monotonic(&wake);
 }
 
-void agr__watchdog_register(struct agr_scheduler *s)
-{
-	struct registered *r = malloc(sizeof(*r));
-
-	if (!r) {
-		agr__log(AGR_LOG_WARN, "%s: out of memory: the blocking "
-			 "detector will not watch it", s->name);
-		return;
-	}
-	r->sched = s;
-	pthread_mutex_lock(&lock);
-	r->next = schedulers;
-	schedulers = r;
-	pthread_mutex_unlock(&lock);
-}
-
-void agr__watchdog_unregister(struct agr_scheduler *s)
-{
-	struct registered **p, *r;
-
-	pthread_mutex_lock(&lock);
-	for (p = &schedulers; (r = *p) != NULL; p = &r->next) {
-		if (r->sched == s) {
-			*p = r->next;
-			free(r);
-			break;
-		}
-	}
-	pthread_mutex_unlock(&lock);
-}
-
-static void inspect(struct agr_worker *w, uint64_t now)
+/* Reports what has run on `w` too long; `arg` points at now_ns. */
+static void inspect(struct agr_worker *w, void *arg)
 {
 	char what[96];
-	uint64_t since;
+	uint64_t held = agr__worker_take_blocked(w, *(uint64_t *)arg,
+						 threshold_ns, what,
+						 sizeof(what));
 
-	/* A run that began after `now` was read is young, not ancient. */
-	if (!agr__worker_read_running(w, &since, what, sizeof(what)) ||
-	    since == 0 || since > now || now - since < threshold_ns ||
-	    w->running.reported_since == since)
+	if (held == 0)
 		return;
-	w->running.reported_since = since; /* once per run */
-	agr__bump(&w->stats.blocking_detected);
 	agr__log(AGR_LOG_WARN,
 		 "blocking detected: %s has held worker %s for %llu ms; "
 		 "handlers must not block (use agr_io_* and AGR_PENDING)",
-		 what, w->thread_name,
-		 (unsigned long long)((now - since) / 1000000u));
+		 what, agr__worker_name(w),
+		 (unsigned long long)(held / 1000000u));
 }
 
 static void *watch(void *arg)
 {
-	struct registered *r;
 	struct timespec ts;
 	uint64_t now;
-	int i;
 
 	(void)arg;
 	pthread_mutex_lock(&lock);
 	while (!stopping) {
 		now = agr__now_ns();
-		for (r = schedulers; r; r = r->next)
-			for (i = 0; i < r->sched->parallelism; i++)
-				inspect(r->sched->workers[i], now);
+		agr__scheduler_for_each_worker(inspect, &now);
 		/* Look four times per threshold: reports come late by 25%. */
 		ts = agr__timespec_of(agr__now_ns() + threshold_ns / 4);
 		pthread_cond_timedwait(&wake, &lock, &ts);

@@ -12,9 +12,12 @@
 #include "affinity.h"
 #include "fault.h"
 #include "ring.h"
-#include "scheduler.h"
+#include "util.h"
 #include "wait.h"
 
+#include <aggring/metrics.h> /* agr_worker_metrics */
+
+#include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,6 +46,95 @@
  * small batches still share one system call between a few operations.
  */
 #define SUBMIT_BATCH_DEFAULT 4
+
+/* user_data values that are not an in-flight operation. */
+enum {
+	UD_BELL = 1,   /* a doorbell: look at the inbox */
+	UD_IGNORE = 2, /* internal op whose result is not needed */
+	UD_MSG_TAG = 3 /* failed doorbell; the rest is the target */
+};
+
+/* An operation on the ring; its address is the SQE's user_data. */
+struct agr__op {
+	agr_io_cb cb;
+	void *arg;
+	void *owner; /* what was running when it was submitted */
+	struct agr__op *prev, *next; /* the worker's in-flight list */
+	struct __kernel_timespec ts; /* owned by the kernel for timeouts */
+};
+
+enum { BELL_ARMED = 0, BELL_RUNG = 1 };
+
+/* Loop figures: written by the worker only, read anywhere. */
+struct worker_stats {
+	atomic_uint_fast64_t iterations, doorbells, items, io_completions;
+	atomic_uint_fast64_t blocked_ns, sq_full, cq_overflow, early_submits;
+	atomic_uint_fast64_t blocking_detected; /* written by the watcher */
+	atomic_uint_fast64_t started_ns, exited_ns;
+};
+
+/*
+ * What the worker runs now, for the watchdog: a sequence lock over
+ * plain words so that a reader never sees a torn label. since_ns is 0
+ * while nothing runs.
+ */
+#define LABEL_WORDS 8
+struct running {
+	atomic_uint seq;
+	atomic_uint_fast64_t since_ns;
+	atomic_uint_fast64_t label[LABEL_WORDS];
+	uint64_t reported_since; /* the watcher's own */
+};
+
+struct agr_worker {
+	/* Written by producers. */
+	AGR__ALIGNED_CACHELINE struct agr__mpsc inbox;
+	/* Written when the worker goes to sleep and when it is rung. */
+	AGR__ALIGNED_CACHELINE atomic_int bell;
+	/*
+	 * Read on every post and every loop turn, written once or twice:
+	 * a line of their own, so that reading them never misses.
+	 */
+	AGR__ALIGNED_CACHELINE atomic_bool stop_requested; /* graceful: drain,
+								* then leave */
+	atomic_bool force;	    /* immediate: drop, cancel, leave */
+	atomic_bool interrupted;    /* polled by a running task */
+	/*
+	 * Set when the thread has left its loop. From then on the inbox has
+	 * no consumer, so whoever pushes adopts what is queued, under
+	 * orphan_lock (see agr__worker_post).
+	 */
+	atomic_bool exited;
+	pthread_mutex_t orphan_lock;
+
+	/* Owned by the worker thread once it runs. */
+	AGR__ALIGNED_CACHELINE struct io_uring ring;
+	int ring_fd; /* read by senders inside the scheduler's gate */
+	atomic_bool ring_ready;
+	bool closing; /* no new operations may be submitted */
+	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
+	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
+	bool raw_sqe_open;     /* agr_io_sqe() this turn: submit no early */
+	unsigned inflight;
+	atomic_uint inflight_now; /* a copy of inflight for readers */
+	struct agr__op *inflight_list;
+	struct agr__op *free_ops;
+	struct worker_stats stats;
+	struct running running;
+	/*
+	 * What runs now (a dispatcher exchange, say); operations submitted
+	 * meanwhile, and from their callbacks, belong to it, so that a
+	 * force stop can cancel exactly its I/O.
+	 */
+	void *current_owner;
+
+	struct agr_scheduler *sched;
+	struct agr__worker_hooks hooks;
+	unsigned index;
+	pthread_t thread;
+	bool thread_started;
+	char thread_name[16];
+};
 
 _Thread_local struct agr_worker *agr__current_worker;
 atomic_bool agr__watchdog_on;
@@ -86,8 +178,8 @@ static struct io_uring_sqe *get_sqe(struct agr_worker *w);
  */
 static void ring_from_thread(struct agr_worker *target)
 {
-	if (agr__msg_ring_from_thread(target->ring_fd, AGR__UD_BELL) < 0)
-		atomic_store(&target->bell, AGR__BELL_ARMED);
+	if (agr__msg_ring_from_thread(target->ring_fd, UD_BELL) < 0)
+		atomic_store(&target->bell, BELL_ARMED);
 }
 
 static void send_doorbell(struct agr_worker *target)
@@ -107,11 +199,11 @@ static void send_doorbell(struct agr_worker *target)
 		ring_from_thread(target);
 		return;
 	}
-	io_uring_prep_msg_ring(sqe, target->ring_fd, 0, AGR__UD_BELL, 0);
+	io_uring_prep_msg_ring(sqe, target->ring_fd, 0, UD_BELL, 0);
 	io_uring_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS);
 	agr__fault_doorbell_sqe(sqe);
 	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)target |
-					     AGR__UD_MSG_TAG);
+					     UD_MSG_TAG);
 }
 
 void agr__worker_wake(struct agr_worker *w)
@@ -121,10 +213,10 @@ void agr__worker_wake(struct agr_worker *w)
 	 * the line stays shared instead of bouncing on every post.
 	 */
 	if (atomic_load_explicit(&w->bell, memory_order_seq_cst) ==
-	    AGR__BELL_RUNG)
+	    BELL_RUNG)
 		return;
-	if (atomic_exchange_explicit(&w->bell, AGR__BELL_RUNG,
-				     memory_order_seq_cst) == AGR__BELL_ARMED)
+	if (atomic_exchange_explicit(&w->bell, BELL_RUNG,
+				     memory_order_seq_cst) == BELL_ARMED)
 		send_doorbell(w);
 }
 
@@ -246,7 +338,7 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	if (!op) {
 		/* Turn the taken SQE into a harmless no-op. */
 		io_uring_prep_nop(sqe);
-		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+		io_uring_sqe_set_data64(sqe, UD_IGNORE);
 		return -ENOMEM;
 	}
 	op->cb = cb;
@@ -258,6 +350,21 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	if (op_out)
 		*op_out = op;
 	return 0;
+}
+
+void agr__worker_hold_submits(struct agr_worker *w)
+{
+	w->raw_sqe_open = true; /* cleared as the next turn begins */
+}
+
+struct __kernel_timespec *agr__op_timespec(struct agr__op *op)
+{
+	return &op->ts;
+}
+
+void agr__worker_set_owner(struct agr_worker *w, void *owner)
+{
+	w->current_owner = owner;
 }
 
 /* ---- what runs now, for the watchdog ---- */
@@ -281,7 +388,7 @@ static void running_end(struct agr_worker *w)
 void agr__worker_label(struct agr_worker *w, const char *owner, int group,
 		       const char *type)
 {
-	char text[AGR__LABEL_WORDS * sizeof(uint64_t)];
+	char text[LABEL_WORDS * sizeof(uint64_t)];
 	uint64_t word;
 	unsigned seq, i;
 
@@ -293,7 +400,7 @@ void agr__worker_label(struct agr_worker *w, const char *owner, int group,
 	seq = atomic_load_explicit(&w->running.seq, memory_order_relaxed);
 	atomic_store_explicit(&w->running.seq, seq + 1, memory_order_relaxed);
 	atomic_thread_fence(memory_order_release);
-	for (i = 0; i < AGR__LABEL_WORDS; i++) {
+	for (i = 0; i < LABEL_WORDS; i++) {
 		memcpy(&word, text + i * sizeof(word), sizeof(word));
 		atomic_store_explicit(&w->running.label[i], word,
 				      memory_order_relaxed);
@@ -301,22 +408,23 @@ void agr__worker_label(struct agr_worker *w, const char *owner, int group,
 	atomic_store_explicit(&w->running.seq, seq + 2, memory_order_release);
 }
 
-bool agr__worker_read_running(struct agr_worker *w, uint64_t *since_ns,
-			      char *buf, size_t len)
+/* Reads the label into `buf` ("owner group type"); false if torn. */
+static bool read_running(struct agr_worker *w, uint64_t *since_ns, char *buf,
+			 size_t len)
 {
-	char text[AGR__LABEL_WORDS * sizeof(uint64_t)];
+	char text[LABEL_WORDS * sizeof(uint64_t)];
 	unsigned before, after, i;
 	uint64_t word;
 
 	before = atomic_load_explicit(&w->running.seq, memory_order_acquire);
 	*since_ns = atomic_load_explicit(&w->running.since_ns,
 					 memory_order_acquire);
-	for (i = 0; i < AGR__LABEL_WORDS; i++) {
+	/* Acquire loads keep the second look at seq after them. */
+	for (i = 0; i < LABEL_WORDS; i++) {
 		word = atomic_load_explicit(&w->running.label[i],
-					    memory_order_relaxed);
+					    memory_order_acquire);
 		memcpy(text + i * sizeof(word), &word, sizeof(word));
 	}
-	atomic_thread_fence(memory_order_acquire);
 	after = atomic_load_explicit(&w->running.seq, memory_order_relaxed);
 	if ((before & 1) || before != after)
 		return false;
@@ -325,18 +433,32 @@ bool agr__worker_read_running(struct agr_worker *w, uint64_t *since_ns,
 	return true;
 }
 
+uint64_t agr__worker_take_blocked(struct agr_worker *w, uint64_t now,
+				  uint64_t threshold_ns, char *buf, size_t len)
+{
+	uint64_t since;
+
+	/* A run that began after `now` was read is young, not ancient. */
+	if (!read_running(w, &since, buf, len) || since == 0 || since > now ||
+	    now - since < threshold_ns || w->running.reported_since == since)
+		return 0;
+	w->running.reported_since = since; /* once per run */
+	agr__bump(&w->stats.blocking_detected);
+	return now - since;
+}
+
 static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 			 unsigned flags)
 {
 	struct agr__op *op;
 
-	if (ud == AGR__UD_BELL) {
+	if (ud == UD_BELL) {
 		agr__bump(&w->stats.doorbells);
 		return;
 	}
-	if (ud == AGR__UD_IGNORE)
+	if (ud == UD_IGNORE)
 		return;
-	if ((ud & 3) == AGR__UD_MSG_TAG) {
+	if ((ud & 3) == UD_MSG_TAG) {
 		struct agr_worker *target =
 			(struct agr_worker *)(uintptr_t)(ud & ~(uint64_t)3);
 
@@ -460,9 +582,9 @@ static void sleep_in_kernel(struct agr_worker *w)
 	uint64_t slept_at;
 	int ret;
 
-	atomic_store_explicit(&w->bell, AGR__BELL_ARMED, memory_order_seq_cst);
+	atomic_store_explicit(&w->bell, BELL_ARMED, memory_order_seq_cst);
 	if (must_wake(w)) {
-		atomic_exchange_explicit(&w->bell, AGR__BELL_RUNG,
+		atomic_exchange_explicit(&w->bell, BELL_RUNG,
 					 memory_order_seq_cst);
 		return;
 	}
@@ -474,38 +596,19 @@ static void sleep_in_kernel(struct agr_worker *w)
 		agr__log(AGR_LOG_ERROR, "%s: io_uring_submit_and_wait: %s",
 			 w->thread_name, strerror(-ret));
 	/* Awake: producers need not ring until we arm again. */
-	atomic_store_explicit(&w->bell, AGR__BELL_RUNG, memory_order_seq_cst);
+	atomic_store_explicit(&w->bell, BELL_RUNG, memory_order_seq_cst);
 }
 
-/* Environment variable `name`, 0..max, read as each worker starts. */
-static long read_env_setting(const char *name, long dflt, long max)
-{
-	const char *s = getenv(name);
-	char *end;
-	long v;
-
-	if (!s || !*s)
-		return dflt;
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || *end || v < 0 || v > max) {
-		agr__log(AGR_LOG_ERROR, "%s=\"%s\" is not 0..%ld; using %ld",
-			 name, s, max, dflt);
-		return dflt;
-	}
-	return v;
-}
-
-/* The environment's settings for this worker. */
+/* The environment's settings for this worker, read as it starts. */
 static void read_settings(struct agr_worker *w)
 {
-	long spin_us = read_env_setting("AGR_IDLE_SPIN_US",
-					IDLE_SPIN_NS_DEFAULT / 1000,
+	long spin_us = agr__env_long_or("AGR_IDLE_SPIN_US",
+					IDLE_SPIN_NS_DEFAULT / 1000, 0,
 					IDLE_SPIN_US_MAX);
 
 	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
-	w->submit_batch = (unsigned)read_env_setting("AGR_SUBMIT_BATCH",
-						     SUBMIT_BATCH_DEFAULT,
+	w->submit_batch = (unsigned)agr__env_long_or("AGR_SUBMIT_BATCH",
+						     SUBMIT_BATCH_DEFAULT, 0,
 						     WORKER_SQ_ENTRIES);
 }
 
@@ -565,12 +668,13 @@ static void poll_kernel(struct agr_worker *w)
 		reap(w);
 }
 
-struct io_uring_sqe *agr__worker_cancel_sqe(struct agr_worker *w)
+/* An SQE for an internal request whose CQE is ignored; NULL if none. */
+static struct io_uring_sqe *cancel_sqe(struct agr_worker *w)
 {
 	struct io_uring_sqe *sqe = get_sqe(w);
 
 	if (sqe)
-		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+		io_uring_sqe_set_data64(sqe, UD_IGNORE);
 	return sqe;
 }
 
@@ -584,11 +688,11 @@ int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
 	for (op = w->inflight_list; op; op = op->next) {
 		if ((match == AGR__MATCH_OWNER ? op->owner : op->arg) != key)
 			continue;
-		sqe = agr__worker_cancel_sqe(w);
+		sqe = cancel_sqe(w);
 		if (!sqe)
 			return n > 0 ? n : -EBUSY;
 		io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op, 0);
-		io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+		io_uring_sqe_set_data64(sqe, UD_IGNORE);
 		n++;
 	}
 	return n;
@@ -596,12 +700,12 @@ int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
 
 static void cancel_inflight(struct agr_worker *w)
 {
-	struct io_uring_sqe *sqe = agr__worker_cancel_sqe(w);
+	struct io_uring_sqe *sqe = cancel_sqe(w);
 
 	if (!sqe)
 		return; /* retried on the next turn */
 	io_uring_prep_cancel64(sqe, 0, IORING_ASYNC_CANCEL_ANY);
-	io_uring_sqe_set_data64(sqe, AGR__UD_IGNORE);
+	io_uring_sqe_set_data64(sqe, UD_IGNORE);
 }
 
 /*
@@ -676,7 +780,8 @@ static void free_op_pool(struct agr_worker *w)
 	}
 }
 
-void *agr__worker_main(void *arg)
+/* Thread body; `arg` is the worker. */
+static void *worker_main(void *arg)
 {
 	struct agr_worker *w = arg;
 	int ret, cpu;
@@ -689,16 +794,16 @@ void *agr__worker_main(void *arg)
 	ret = agr__ring_init(&w->ring, WORKER_SQ_ENTRIES, WORKER_CQ_ENTRIES,
 			     w->thread_name, NULL);
 	if (ret == 0) {
-		w->ring_ready = true;
 		w->ring_fd = w->ring.ring_fd;
+		atomic_store(&w->ring_ready, true);
 		agr__pin_io_workers(&w->ring, w->thread_name, cpu);
 	}
-	agr__scheduler_worker_ready(w->sched, ret);
-	atomic_store_explicit(&w->started_ns, agr__now_ns(),
+	w->hooks.ready(w->hooks.arg, ret);
+	atomic_store_explicit(&w->stats.started_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	if (ret == 0)
 		worker_loop(w);
-	atomic_store_explicit(&w->exited_ns, agr__now_ns(),
+	atomic_store_explicit(&w->stats.exited_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	free_op_pool(w);
 	agr__ring_wait_exit();
@@ -706,6 +811,125 @@ void *agr__worker_main(void *arg)
 	/* What was pushed after our last look is adopted, by us or them. */
 	atomic_store(&w->exited, true);
 	agr__worker_adopt_orphans(w);
-	agr__scheduler_worker_exited(w->sched);
+	w->hooks.exited(w->hooks.arg);
 	return NULL;
+}
+
+/* ---- life cycle, driven by the scheduler ---- */
+
+int agr__worker_new(const struct agr__worker_config *cfg,
+		    struct agr_worker **out)
+{
+	struct agr_worker *w;
+	size_t n;
+
+	if (posix_memalign((void **)&w, AGR__CACHELINE, sizeof(*w)) != 0)
+		return -ENOMEM;
+	memset(w, 0, sizeof(*w));
+	agr__mpsc_init(&w->inbox);
+	atomic_init(&w->bell, BELL_RUNG); /* starting: not asleep */
+	atomic_init(&w->stop_requested, false);
+	atomic_init(&w->force, false);
+	atomic_init(&w->interrupted, false);
+	atomic_init(&w->exited, false);
+	atomic_init(&w->ring_ready, false);
+	pthread_mutex_init(&w->orphan_lock, NULL);
+	w->ring_fd = -1;
+	w->sched = cfg->sched;
+	w->index = cfg->index;
+	w->hooks = cfg->hooks;
+	n = strnlen(cfg->thread_name, sizeof(w->thread_name) - 1);
+	memcpy(w->thread_name, cfg->thread_name, n);
+	w->thread_name[n] = '\0';
+	*out = w;
+	return 0;
+}
+
+int agr__worker_start(struct agr_worker *w)
+{
+	int ret = AGR__FAULT_OR(AGR_FAULT_THREAD_CREATE,
+				-pthread_create(&w->thread, NULL, worker_main,
+						w));
+
+	if (ret == 0)
+		w->thread_started = true;
+	return ret;
+}
+
+void agr__worker_request_stop(struct agr_worker *w, bool immediate)
+{
+	if (immediate) {
+		/* Both before anything is joined: a task may poll either. */
+		atomic_store(&w->interrupted, true);
+		atomic_store(&w->force, true);
+	} else {
+		atomic_store(&w->stop_requested, true);
+	}
+	if (atomic_load(&w->ring_ready))
+		agr__worker_wake(w);
+}
+
+void agr__worker_join(struct agr_worker *w)
+{
+	if (w->thread_started)
+		pthread_join(w->thread, NULL);
+	w->thread_started = false;
+}
+
+void agr__worker_free(struct agr_worker *w)
+{
+	if (!w)
+		return;
+	if (atomic_load(&w->ring_ready))
+		io_uring_queue_exit(&w->ring);
+	pthread_mutex_destroy(&w->orphan_lock);
+	free(w);
+}
+
+const char *agr__worker_name(const struct agr_worker *w)
+{
+	return w->thread_name;
+}
+
+int agr__worker_inflight(const struct agr_worker *w)
+{
+	return (int)atomic_load_explicit(&w->inflight_now,
+					 memory_order_relaxed);
+}
+
+static uint64_t read_stat(const atomic_uint_fast64_t *c)
+{
+	return atomic_load_explicit(c, memory_order_relaxed);
+}
+
+/* Loop lifetime so far, less the time asleep. */
+static uint64_t running_ns(const struct worker_stats *st, uint64_t blocked)
+{
+	uint64_t start = read_stat(&st->started_ns);
+	uint64_t end = read_stat(&st->exited_ns);
+	uint64_t life;
+
+	if (!start)
+		return 0;
+	life = (end ? end : agr__now_ns()) - start;
+	return life > blocked ? life - blocked : 0;
+}
+
+void agr__worker_stats_copy(const struct agr_worker *w,
+			    struct agr_worker_metrics *out)
+{
+	const struct worker_stats *st = &w->stats;
+
+	memset(out, 0, sizeof(*out));
+	out->iterations = read_stat(&st->iterations);
+	out->doorbells = read_stat(&st->doorbells);
+	out->items = read_stat(&st->items);
+	out->io_completions = read_stat(&st->io_completions);
+	out->blocked_ns = read_stat(&st->blocked_ns);
+	out->running_ns = running_ns(st, out->blocked_ns);
+	out->sq_full = read_stat(&st->sq_full);
+	out->cq_overflow = read_stat(&st->cq_overflow);
+	out->early_submits = read_stat(&st->early_submits);
+	out->blocking_detected = read_stat(&st->blocking_detected);
+	out->inflight = agr__worker_inflight(w);
 }

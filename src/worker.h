@@ -8,6 +8,10 @@
  * doorbell with an IORING_OP_MSG_RING completion. The doorbell carries
  * no payload, so a lost or late doorbell can delay but never lose work,
  * and one doorbell covers every item pushed while it is unread.
+ *
+ * The worker is opaque: its struct lives in worker.c, and the layer
+ * above (the scheduler) drives it through the functions below and
+ * learns about its thread through the hooks it installs.
  */
 #ifndef AGR_WORKER_H
 #define AGR_WORKER_H
@@ -15,20 +19,21 @@
 #include "internal.h"
 #include "mpsc.h"
 
-#include <pthread.h>
 #include <liburing.h>
 
 #include <aggring/io.h>
 #include <aggring/worker.h>
 
 struct agr_scheduler;
+struct agr_worker_metrics;
 struct agr__work;
+struct agr__op;
 
 /*
  * Runs a work item on its worker (status 0), or reports that it was
- * dropped by an immediate dispose (status -ECANCELED, on the disposing
- * worker or, for items that never reached one, the thread that frees
- * the scheduler).
+ * dropped by an immediate stop (status -ECANCELED, on the stopping
+ * worker or, for items that never reached one, the thread that adopts
+ * its orphans).
  */
 typedef void (*agr__work_fn)(struct agr__work *work, struct agr_worker *w,
 			     int status);
@@ -38,114 +43,68 @@ struct agr__work {
 	agr__work_fn fn;
 };
 
-/* user_data values that are not an in-flight operation. */
-enum {
-	AGR__UD_BELL = 1,   /* a doorbell: look at the inbox */
-	AGR__UD_IGNORE = 2, /* internal op whose result is not needed */
-	AGR__UD_MSG_TAG = 3 /* failed doorbell; the rest is the target */
-};
-
-/* An operation on the ring; its address is the SQE's user_data. */
-struct agr__op {
-	agr_io_cb cb;
+/*
+ * What the worker tells the layer that created it, from its own thread:
+ * ready(arg, err) once its ring is set up (err 0) or failed to be, and
+ * exited(arg) as the very last thing the thread does with the worker.
+ */
+struct agr__worker_hooks {
+	void (*ready)(void *arg, int err);
+	void (*exited)(void *arg);
 	void *arg;
-	void *owner; /* what was running when it was submitted */
-	struct agr__op *prev, *next; /* the worker's in-flight list */
-	struct __kernel_timespec ts; /* owned by the kernel for timeouts */
 };
 
-enum { AGR__BELL_ARMED = 0, AGR__BELL_RUNG = 1 };
-
-/* Loop figures: written by the worker only, read anywhere. */
-struct agr__worker_stats {
-	atomic_uint_fast64_t iterations, doorbells, items, io_completions;
-	atomic_uint_fast64_t blocked_ns, sq_full, cq_overflow, early_submits;
-	atomic_uint_fast64_t blocking_detected; /* written by the watchdog */
+/* How to make a worker. */
+struct agr__worker_config {
+	struct agr_scheduler *sched; /* agr_worker_scheduler(); opaque here */
+	unsigned index;		     /* agr_worker_index() */
+	const char *thread_name;     /* cut to the 15 bytes Linux keeps */
+	struct agr__worker_hooks hooks;
 };
+
+/* Allocates a worker (no thread yet): 0 or -ENOMEM. */
+int agr__worker_new(const struct agr__worker_config *cfg,
+		    struct agr_worker **out);
 
 /*
- * What the worker runs now, for the watchdog: a sequence lock over
- * plain words so that a reader never sees a torn label. since_ns is 0
- * while nothing runs.
+ * Starts the worker's thread, which sets up the ring and calls the
+ * ready hook. Returns 0 or the negative error of pthread_create (then
+ * neither hook runs).
  */
-#define AGR__LABEL_WORDS 8
-struct agr__running {
-	atomic_uint seq;
-	atomic_uint_fast64_t since_ns;
-	atomic_uint_fast64_t label[AGR__LABEL_WORDS];
-	uint64_t reported_since; /* watchdog's own */
-};
+int agr__worker_start(struct agr_worker *w);
 
-struct agr_worker {
-	/* Written by producers. */
-	AGR__ALIGNED_CACHELINE struct agr__mpsc inbox;
-	/* Written when the worker goes to sleep and when it is rung. */
-	AGR__ALIGNED_CACHELINE atomic_int bell;
-	/*
-	 * Read on every post and every loop turn, written once or twice:
-	 * a line of their own, so that reading them never misses.
-	 */
-	AGR__ALIGNED_CACHELINE atomic_bool stop_requested; /* graceful: drain,
-								* then leave */
-	atomic_bool force;	    /* immediate: drop, cancel, leave */
-	atomic_bool interrupted;    /* polled by a running task */
-	/*
-	 * Set when the thread has left its loop. From then on the inbox has
-	 * no consumer, so whoever pushes adopts what is queued, under
-	 * orphan_lock (see agr__worker_post).
-	 */
-	atomic_bool exited;
-	pthread_mutex_t orphan_lock;
+/*
+ * Asks the loop to end: graceful (drain the inbox and in-flight I/O,
+ * then leave) or immediate (drop queued items, cancel I/O, leave). An
+ * immediate request also raises agr_worker_interrupted() for the task
+ * that runs now. Callable from any thread, any number of times; an
+ * immediate request overrides a graceful one.
+ */
+void agr__worker_request_stop(struct agr_worker *w, bool immediate);
 
-	/* Owned by the worker thread once it runs. */
-	AGR__ALIGNED_CACHELINE struct io_uring ring;
-	int ring_fd; /* read by senders inside the scheduler's gate */
-	bool ring_ready;
-	bool closing; /* no new operations may be submitted */
-	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
-	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
-	bool raw_sqe_open;     /* agr_io_sqe() this turn: submit no early */
-	unsigned inflight;
-	atomic_uint inflight_now; /* a copy of inflight for readers */
-	struct agr__op *inflight_list;
-	struct agr__op *free_ops;
-	struct agr__worker_stats stats;
-	struct agr__running running;
-	atomic_uint_fast64_t started_ns, exited_ns;
-	/*
-	 * What runs now (a dispatcher exchange, say); operations submitted
-	 * meanwhile, and from their callbacks, belong to it, so that a
-	 * force stop can cancel exactly its I/O.
-	 */
-	void *current_owner;
+/* Joins the thread if it was started; blocks while a task blocks. */
+void agr__worker_join(struct agr_worker *w);
 
-	struct agr_scheduler *sched;
-	unsigned index;
-	pthread_t thread;
-	bool thread_started;
-	char thread_name[16];
-};
+/*
+ * Closes the ring and frees the worker. Only after it was joined (or
+ * never started) and nobody can post to it or ring its doorbell: peers
+ * of one scheduler send each other doorbells, so free them only once
+ * all are joined.
+ */
+void agr__worker_free(struct agr_worker *w);
+
+/* The thread name ("<scheduler>-<index>", cut to 15 bytes). */
+const char *agr__worker_name(const struct agr_worker *w);
+
+/* Operations in flight on the ring; any thread may ask. */
+int agr__worker_inflight(const struct agr_worker *w);
+
+/* Copies the loop figures (any thread; each figure read atomically). */
+void agr__worker_stats_copy(const struct agr_worker *w,
+			    struct agr_worker_metrics *out);
 
 /* The worker the calling thread runs, or NULL. */
 extern _Thread_local struct agr_worker *agr__current_worker;
-
-/* True while agr_watchdog_start() is in force. */
-extern atomic_bool agr__watchdog_on;
-
-/*
- * Labels what the current item runs from now on, for the watchdog's
- * report, and restarts its clock: `owner` (a dispatcher name), a group
- * (or -1) and a message type. Only call while agr__watchdog_on.
- */
-void agr__worker_label(struct agr_worker *w, const char *owner, int group,
-		       const char *type);
-
-/* Reads the label into `buf` ("owner group type"); false if torn. */
-bool agr__worker_read_running(struct agr_worker *w, uint64_t *since_ns,
-			      char *buf, size_t len);
-
-/* Thread body; `arg` is the worker. */
-void *agr__worker_main(void *arg);
 
 /*
  * Pushes `work` to `w` and rings its doorbell if it may be asleep.
@@ -159,6 +118,21 @@ void agr__worker_post(struct agr_worker *w, struct agr__work *work);
 void agr__worker_wake(struct agr_worker *w);
 
 /*
+ * Once `w` has exited: runs every queued item with -ECANCELED on the
+ * calling thread, one caller at a time.
+ */
+void agr__worker_adopt_orphans(struct agr_worker *w);
+
+/* ---- on the worker's own thread ---- */
+
+/*
+ * What runs now (a dispatcher exchange, say): operations submitted
+ * meanwhile, and from their callbacks, belong to it, so that a stop can
+ * cancel exactly its I/O. NULL when the item ends.
+ */
+void agr__worker_set_owner(struct agr_worker *w, void *owner);
+
+/*
  * An SQE on the current worker's ring whose completion runs cb(res, arg)
  * on this worker. Returns -EINVAL off that worker, -ESHUTDOWN while it
  * tears down, -ENOMEM when no operation slot can be allocated.
@@ -166,11 +140,18 @@ void agr__worker_wake(struct agr_worker *w);
 int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		    struct io_uring_sqe **sqe_out, struct agr__op **op_out);
 
+/*
+ * The caller of agr__worker_sqe() prepares its SQE after returning: no
+ * prepared SQE is handed to the kernel before this turn of the loop
+ * ends.
+ */
+void agr__worker_hold_submits(struct agr_worker *w);
+
+/* The timespec an operation owns for the kernel (timeouts). */
+struct __kernel_timespec *agr__op_timespec(struct agr__op *op);
+
 /* Flushes prepared SQEs now (SQ full or a cross-scheduler doorbell). */
 void agr__worker_flush(struct agr_worker *w);
-
-/* An SQE for an internal request whose CQE is ignored; NULL if none. */
-struct io_uring_sqe *agr__worker_cancel_sqe(struct agr_worker *w);
 
 enum agr__op_match { AGR__MATCH_OWNER, AGR__MATCH_ARG };
 
@@ -181,10 +162,27 @@ enum agr__op_match { AGR__MATCH_OWNER, AGR__MATCH_ARG };
 int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
 			   enum agr__op_match match);
 
+/* ---- what runs now, for the watchdog ---- */
+
+/* True while somebody watches (agr_watchdog_start()). */
+extern atomic_bool agr__watchdog_on;
+
 /*
- * Once `w` has exited: runs every queued item with -ECANCELED on the
- * calling thread, one caller at a time.
+ * Labels what the current item runs from now on, for the watchdog's
+ * report, and restarts its clock: `owner` (a dispatcher name), a group
+ * (or -1) and a message type. Only call while agr__watchdog_on.
  */
-void agr__worker_adopt_orphans(struct agr_worker *w);
+void agr__worker_label(struct agr_worker *w, const char *owner, int group,
+		       const char *type);
+
+/*
+ * For a watcher: if what runs on `w` has run for `threshold_ns` or more
+ * at `now` and was not reported yet, marks it reported, counts it in the
+ * worker's figures, puts its label in `buf`, and returns how long it has
+ * run; else 0. One watcher at a time.
+ */
+uint64_t agr__worker_take_blocked(struct agr_worker *w, uint64_t now,
+				  uint64_t threshold_ns, char *buf,
+				  size_t len);
 
 #endif /* AGR_WORKER_H */

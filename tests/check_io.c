@@ -1385,7 +1385,7 @@ static void count_submit_batch_errors(agr_log_level level, const char *msg,
 {
 	(void)arg;
 	if (level == AGR_LOG_ERROR && strstr(msg, "AGR_SUBMIT_BATCH=\"") &&
-	    strstr(msg, "is not 0..256"))
+	    strstr(msg, "is not an integer in 0..256"))
 		atomic_fetch_add(&submit_batch_errors, 1);
 }
 

@@ -1,0 +1,47 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * common.c - the version and the error strings of aggring/common.h.
+ */
+#include "internal.h"
+
+AGR_API const char *agr_version(void)
+{
+	return PACKAGE_VERSION;
+}
+
+AGR_API const char *agr_strerror(int err)
+{
+	/* strerror() is not thread-safe; the common codes are spelled here. */
+	switch (err) {
+	case 0:
+		return "success";
+	case -EINVAL:
+		return "invalid argument";
+	case -ENOMEM:
+		return "out of memory";
+	case -ESHUTDOWN:
+		return "shut down: no longer accepting work";
+	case -ETIMEDOUT:
+		return "timed out";
+	case -EAGAIN:
+		return "queue full, try again";
+	case -ECANCELED:
+		return "cancelled";
+	case -ENOSYS:
+		return "function not implemented (for io_uring: blocked by "
+		       "seccomp or not built into the kernel)";
+	case -EPERM:
+		return "operation not permitted (for io_uring: "
+		       "kernel.io_uring_disabled or a security policy)";
+	case -EBUSY:
+		return "busy";
+	case -EALREADY:
+		return "already in progress";
+	case -EEXIST:
+		return "already exists";
+	case -ENOENT:
+		return "not found";
+	default:
+		return "unknown error";
+	}
+}
