@@ -20,13 +20,13 @@ int agr__pin_worker(const char *who, unsigned index)
 	cpu_set_t set;
 
 	if (!s || !*s)
-		return -1;
+		return -ENOENT;
 	n = agr__parse_cpu_list(s, cpus, CPU_SETSIZE);
 	if (n <= 0) {
 		agr__log(AGR_LOG_ERROR, "%s: %s=\"%s\" is not a list of CPUs "
 			 "such as \"1\" or \"0,2-3\"; not pinned", who,
 			 CPUS_VAR, s);
-		return -1;
+		return -EINVAL;
 	}
 	cpu = cpus[index % (unsigned)n];
 	CPU_ZERO(&set);
@@ -36,7 +36,7 @@ int agr__pin_worker(const char *who, unsigned index)
 		agr__log(AGR_LOG_ERROR, "%s: cannot run on CPU %d (%s=\"%s\"):"
 			 " %s; not pinned", who, cpu, CPUS_VAR, s,
 			 strerror(err));
-		return -1;
+		return -err;
 	}
 	return cpu;
 }

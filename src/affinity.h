@@ -18,8 +18,10 @@
 
 /*
  * Pins the calling thread, worker `index`, as AGR_WORKER_CPUS says
- * (read now). Returns the CPU, or -1 when nothing was asked or the
- * setting or the CPU was refused (logged as an error, with `who`).
+ * (read now). Returns the CPU; -ENOENT when nothing was asked; -EINVAL
+ * when the setting is not a CPU list, or the error of
+ * pthread_setaffinity_np() when the CPU was refused (both logged as
+ * errors, with `who`).
  */
 int agr__pin_worker(const char *who, unsigned index);
 

@@ -51,22 +51,22 @@ int agr__parse_cpu_list(const char *s, int *cpus, int max)
 		errno = 0;
 		lo = strtol(s, &end, 10);
 		if (errno || end == s || lo < 0 || *s == '-' || *s == '+')
-			return -1;
+			return -EINVAL;
 		hi = lo;
 		if (*end == '-') {
 			s = end + 1;
 			hi = strtol(s, &end, 10);
 			if (errno || end == s || *s == '-' || *s == '+')
-				return -1;
+				return -EINVAL;
 		}
 		if (hi < lo || hi >= CPU_SETSIZE || n + (hi - lo + 1) > max)
-			return -1;
+			return -EINVAL;
 		for (; lo <= hi; lo++)
 			cpus[n++] = (int)lo;
 		if (*end == ',' && end[1] && end[1] != '\n')
 			end++;
 		else if (*end && strcmp(end, "\n") != 0)
-			return -1;
+			return -EINVAL;
 		s = end;
 	}
 	return n;

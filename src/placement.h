@@ -13,7 +13,7 @@
 /*
  * Parses a CPU list as Linux writes one ("3", "0,2-5"; one trailing
  * newline allowed) into `cpus`, in order, ranges expanded. Returns their
- * number, or -1 if `s` is not such a list, names a CPU at or beyond
+ * number, or -EINVAL if `s` is not such a list, names a CPU at or beyond
  * CPU_SETSIZE, or holds more than `max`.
  */
 int agr__parse_cpu_list(const char *s, int *cpus, int max);

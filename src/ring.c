@@ -38,15 +38,16 @@ static const unsigned setup_ladder[] = {
 	0,
 };
 
+/* kernel.io_uring_disabled (0, 1 or 2), or a negative errno. */
 static int read_io_uring_disabled(void)
 {
 	FILE *f = fopen("/proc/sys/kernel/io_uring_disabled", "re");
-	int v = -1;
+	int v = -EINVAL;
 
 	if (!f)
-		return -1;
-	if (fscanf(f, "%d", &v) != 1)
-		v = -1;
+		return -errno;
+	if (fscanf(f, "%d", &v) != 1 || v < 0)
+		v = -EINVAL;
 	fclose(f);
 	return v;
 }

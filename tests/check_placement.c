@@ -383,12 +383,12 @@ START_TEST(parses_cpu_lists)
 			ck_assert_int_eq(cpus[k], good[i].cpus[k]);
 	}
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
-		ck_assert_msg(agr__parse_cpu_list(bad[i], cpus, 6) == -1,
+		ck_assert_msg(agr__parse_cpu_list(bad[i], cpus, 6) == -EINVAL,
 			      "\"%s\" parsed", bad[i]);
 	/* More CPUs than room, and a CPU beyond any cpu_set_t. */
-	ck_assert_int_eq(agr__parse_cpu_list("0-6", cpus, 6), -1);
+	ck_assert_int_eq(agr__parse_cpu_list("0-6", cpus, 6), -EINVAL);
 	snprintf(max, sizeof(max), "%d", CPU_SETSIZE);
-	ck_assert_int_eq(agr__parse_cpu_list(max, cpus, CPU_SETSIZE), -1);
+	ck_assert_int_eq(agr__parse_cpu_list(max, cpus, CPU_SETSIZE), -EINVAL);
 	snprintf(max, sizeof(max), "%d", CPU_SETSIZE - 1);
 	ck_assert_int_eq(agr__parse_cpu_list(max, cpus, CPU_SETSIZE), 1);
 }
