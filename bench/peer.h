@@ -16,12 +16,12 @@
 
 #include <stdint.h>
 
-#include "mpsc.h"
+#include "peer_queue.h"
 
 #define PEER_DRAIN_LIMIT 64
 
 struct peer_msg {
-	struct agr__mpsc_node node; /* owned by the peer while queued */
+	struct peer_queue_node node; /* owned by the peer while queued */
 	const char *id;
 	void *user;
 };
