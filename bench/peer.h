@@ -53,11 +53,12 @@ extern const struct peer_engine peer_libuv;
 extern const struct peer_engine *const peer_engines[];
 
 /*
- * Fills out[0..max) with the peers named in `list` (comma-separated),
- * or all of them if list is NULL; returns how many. Exits(2), printing
- * usage, if list names none this build has.
+ * Fills out[0..max) with the peers named in `list` (comma-separated, as
+ * the programs' -p takes them), or all of them if list is NULL; returns
+ * how many. Exits(2), naming program and the peers there are, if list
+ * names none this build has.
  */
-int peer_select(const char *list, const struct peer_engine **out, int max,
-		const char *usage);
+int peer_select(const char *program, const char *list,
+		const struct peer_engine **out, int max);
 
 #endif /* BENCH_PEER_H */
