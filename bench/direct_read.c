@@ -47,7 +47,6 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <stdbool.h>
@@ -69,29 +68,11 @@
 #define BLOCKS (FILE_SIZE / BLOCK)
 #define FILE_NAME "aggring-bench-direct_read-1g.dat"
 
-static const char usage_text[] =
-	"usage: direct_read [-d DIR] [-D DEPTH] [-s SECONDS] [-r RUNS] "
-	"[-T THREADS]\n"
-	"                   [-o CSVDIR] [-q]\n"
-	"  -d DIR      where the 1 GiB test file lives (a disk filesystem,\n"
-	"              not tmpfs; default /var/tmp, else .); kept for reuse\n"
-	"  -D DEPTH    total queue depth: messages outstanding (default 64;\n"
-	"              a multiple of the CPU count)\n"
-	"  -s SECONDS  length of one run (default 2)\n"
-	"  -r RUNS     runs per engine (default 5)\n"
-	"  -T THREADS  pool threads of the peers (default: CPUs, as many\n"
-	"              as aggring's workers)\n"
-	"  -o CSVDIR   write CSVDIR/direct_read.csv\n"
-	"  -q          quick smoke run: -s 0.3 -r 3";
-
 struct config {
 	const char *dir;
 	int depth;
-	double seconds;
-	int runs;
-	const char *csv_dir;
 	int workers;
-	int peer_threads; /* pool threads of the peers */
+	struct bench_timed timed; /* -s, -r, -T, -o, -q */
 };
 
 /* One slot of the window: one id, one message at a time. */
@@ -392,7 +373,7 @@ static uint64_t run_engine(const struct config *c, struct run *r)
 	int i;
 
 	if (r->engine) {
-		r->peer = r->engine->create(c->peer_threads, r->nslots,
+		r->peer = r->engine->create(c->timed.peer_threads, r->nslots,
 					    peer_read, r);
 		if (!r->peer) {
 			fprintf(stderr, WORKLOAD ": %s: create failed\n",
@@ -512,7 +493,7 @@ static double run_fio(const struct config *c, const char *path, bool direct)
 		 "--filename='%s' --time_based --runtime=%dms "
 		 "--output-format=json",
 		 direct ? 1 : 0, c->depth / c->workers, c->workers, path,
-		 (int)(c->seconds * 1000));
+		 (int)(c->timed.seconds * 1000));
 	f = popen(cmd, "r");
 	if (!f) {
 		fprintf(stderr, WORKLOAD ": popen fio: %s\n", strerror(errno));
@@ -647,22 +628,22 @@ static void run_variant(const struct config *c, const struct engines *e,
 		warm_cache(fd);
 	/*
 	 * Warm-up run per engine, which also sizes its runs: about
-	 * c->seconds each at the rate it just showed.
+	 * -s seconds each at the rate it just showed.
 	 */
 	for (i = 0; i < e->n; i++) {
 		long probe = (long)c->depth * 64;
 
 		warm = run_once(c, e->peer[i], fd, ids, bufs, probe);
-		total[i] = (long)(warm * 1e3 * c->seconds);
+		total[i] = (long)(warm * 1e3 * c->timed.seconds);
 		if (total[i] < (long)c->depth * 4)
 			total[i] = (long)c->depth * 4;
 	}
 	for (i = 0; i < ne; i++) {
-		v[i] = calloc((size_t)c->runs, sizeof(double));
+		v[i] = calloc((size_t)c->timed.runs, sizeof(double));
 		if (!v[i])
 			exit(1);
 	}
-	for (k = 0; k < c->runs; k++)
+	for (k = 0; k < c->timed.runs; k++)
 		for (i = 0; i < ne; i++)
 			v[i][k] = i < e->n ?
 				run_once(c, e->peer[i], fd, ids, bufs,
@@ -672,19 +653,20 @@ static void run_variant(const struct config *c, const struct engines *e,
 	printf("\n%s, %s: 4 KiB random reads, total queue depth %d "
 	       "(%d workers x %d; peers: %d threads), %d runs of ~%.1f s\n",
 	       WORKLOAD, variant, c->depth, c->workers,
-	       c->depth / c->workers, c->peer_threads, c->runs, c->seconds);
+	       c->depth / c->workers, c->timed.peer_threads, c->timed.runs,
+	       c->timed.seconds);
 	for (i = 0; i < ne; i++) {
-		s[i] = bench_summarize(v[i], c->runs);
+		s[i] = bench_summarize(v[i], c->timed.runs);
 		bench_print_row(e->name[i], "kIOPS", s[i]);
 		bench_csv_row(csv, WORKLOAD, variant, e->name[i], "iops",
-			      "kIOPS", s[i], c->runs);
+			      "kIOPS", s[i], c->timed.runs);
 		free(v[i]);
 	}
 	for (i = 1; i < e->n; i++)
 		printf("  aggring / %-8s = %6.2f%s\n", e->name[i],
 		       ratio(s[0].median, s[i].median),
 		       direct && !strcmp(e->name[i], "pthread") &&
-		       c->peer_threads == c->workers ?
+		       c->timed.peer_threads == c->workers ?
 		       "  (target >= 3)" : "");
 	if (e->fio)
 		printf("  aggring / fio      = %6.2f%s\n",
@@ -694,41 +676,21 @@ static void run_variant(const struct config *c, const struct engines *e,
 
 static void parse(int argc, char **argv, struct config *c)
 {
-	int ch;
+	const struct bench_opt opts[] = {
+		BENCH_OPT_TEXT('d', "DIR", c->dir,
+			       "where the 1 GiB test file lives (a disk "
+			       "filesystem,\nnot tmpfs; default /var/tmp, else "
+			       ".); kept for reuse"),
+		BENCH_OPT_INT('D', "DEPTH", c->depth, 1, 4096,
+			      "total queue depth: messages outstanding "
+			      "(default 64;\na multiple of the CPU count)"),
+		BENCH_OPTS_TIMED(c->timed, "write CSVDIR/direct_read.csv"),
+		BENCH_OPT_END,
+	};
 
-	*c = (struct config){ .depth = 64, .seconds = 2, .runs = 5,
-			      .workers = bench_cpus() };
-	c->peer_threads = c->workers;
-	while ((ch = getopt(argc, argv, "d:D:s:r:T:o:qh")) != -1) {
-		switch (ch) {
-		case 'd': c->dir = optarg; break;
-		case 'D':
-			c->depth = (int)bench_number(optarg, 1, 4096,
-						     usage_text);
-			break;
-		case 's':
-			c->seconds = (double)bench_number(optarg, 1, 600,
-							  usage_text);
-			break;
-		case 'r':
-			c->runs = (int)bench_number(optarg, 1, 1000,
-						    usage_text);
-			break;
-		case 'T':
-			c->peer_threads = (int)bench_number(optarg, 1, 4096,
-							    usage_text);
-			break;
-		case 'o': c->csv_dir = optarg; break;
-		case 'q': c->seconds = 0.3; c->runs = 3; break;
-		default:
-			fprintf(stderr, "%s\n", usage_text);
-			exit(2);
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s\n", usage_text);
-		exit(2);
-	}
+	*c = (struct config){ .depth = 64, .workers = bench_cpus() };
+	bench_timed_init(&c->timed);
+	bench_options(argc, argv, WORKLOAD, opts);
 	/* Equal split over the rings, as fio's numjobs x iodepth. */
 	if (c->depth < c->workers)
 		c->depth = c->workers;
@@ -757,7 +719,7 @@ int main(int argc, char **argv)
 	       "fio: numjobs %d x iodepth %d; the peers block one\n  pool "
 	       "thread per pread, so their depth is their %d threads\n",
 	       c.depth, c.depth, c.workers, c.workers, c.depth / c.workers,
-	       c.peer_threads);
+	       c.timed.peer_threads);
 	e.name[e.n] = "aggring";
 	e.peer[e.n++] = NULL;
 	for (i = 0; peer_engines[i] && e.n < MAX_ENGINES - 1; i++) {
@@ -778,7 +740,7 @@ int main(int argc, char **argv)
 	for (i = 0; i < c.depth; i++)
 		if (posix_memalign(&bufs[i], BLOCK, BLOCK))
 			exit(1);
-	csv = bench_csv_open(c.csv_dir, WORKLOAD);
+	csv = bench_csv_open(c.timed.csv_dir, WORKLOAD);
 	run_variant(&c, &e, path, true, ids, bufs, csv);
 	run_variant(&c, &e, path, false, ids, bufs, csv);
 	bench_csv_close(csv);

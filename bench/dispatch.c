@@ -38,20 +38,6 @@
 #define WORKLOAD "dispatch"
 #define MAX_BATCH 256
 
-static const char usage[] =
-	"usage: dispatch [-n MESSAGES] [-s MESSAGES] [-i IDS] [-r RUNS] "
-	"[-R RUNS] [-b BATCH] [-w WORKERS] [-p PEERS] [-q] [-o DIR]\n"
-	"  -n  messages of the large variant (default 2000000)\n"
-	"  -s  messages of the small variant (default 200000; 0: skip)\n"
-	"  -i  distinct ids (default 10000)\n"
-	"  -r  runs per engine (default 5)\n"
-	"  -R  runs per engine of the small variant (default 5 x -r)\n"
-	"  -b  batch size of aggring's batched sends (default 64)\n"
-	"  -w  workers (default: online CPUs)\n"
-	"  -p  comma-separated peers to compare (default: all)\n"
-	"  -q  quick smoke run: -n 200000 -s 20000 -r 3\n"
-	"  -o  write DIR/dispatch.csv";
-
 /* One message, as each engine sees it. */
 struct item {
 	struct peer_msg peer;
@@ -65,6 +51,14 @@ struct config {
 	int ids, workers, groups, batch;
 };
 
+/* What the command line sets (the large variant's size in c.n). */
+struct args {
+	struct config c;
+	long small;
+	int runs, small_runs; /* small_runs 0: 5 x runs */
+	const char *dir, *only;
+};
+
 enum { AGR_SINGLE, AGR_BATCH, FIRST_PEER };
 
 /* Engine e: the two aggring modes, then peers[e - FIRST_PEER]. */
@@ -76,8 +70,9 @@ static int npeers;
 
 static void select_peers(const char *list)
 {
-	npeers = peer_select(list, peers, 16, usage);
+	npeers = peer_select(WORKLOAD, list, peers, 16);
 }
+
 static char batch_name[32];
 
 static const char *engine_name(int e)
@@ -373,68 +368,72 @@ static int default_groups(int workers)
 	return groups;
 }
 
+/* -q: a smoke run, in order with the other options. */
+static void quick(void *arg)
+{
+	struct args *a = arg;
+
+	a->c.n = 200000;
+	a->small = 20000;
+	a->runs = 3;
+}
+
+static void parse(int argc, char **argv, struct args *a)
+{
+	const struct bench_opt opts[] = {
+		BENCH_OPT_LONG('n', "MESSAGES", a->c.n, 1, 1L << 30,
+			       "messages of the large variant (default "
+			       "2000000)"),
+		BENCH_OPT_LONG('s', "MESSAGES", a->small, 0, 1L << 30,
+			       "messages of the small variant (default 200000; "
+			       "0: skip)"),
+		BENCH_OPT_INT('i', "IDS", a->c.ids, 1, 1 << 24,
+			      "distinct ids (default 10000)"),
+		BENCH_OPT_INT('r', "RUNS", a->runs, 1, 1000,
+			      "runs per engine (default 5)"),
+		BENCH_OPT_INT('R', "RUNS", a->small_runs, 1, 5000,
+			      "runs per engine of the small variant (default "
+			      "5 x -r)"),
+		BENCH_OPT_INT('b', "BATCH", a->c.batch, 2, MAX_BATCH,
+			      "batch size of aggring's batched sends (default "
+			      "64)"),
+		BENCH_OPT_INT('w', "WORKERS", a->c.workers, 1, 1024,
+			      "workers (default: online CPUs)"),
+		BENCH_OPT_TEXT('p', "PEERS", a->only,
+			       "comma-separated peers to compare (default: "
+			       "all)"),
+		BENCH_OPT_CALL('q', quick, a,
+			       "quick smoke run: -n 200000 -s 20000 -r 3"),
+		BENCH_OPT_TEXT('o', "DIR", a->dir, "write DIR/dispatch.csv"),
+		BENCH_OPT_END,
+	};
+
+	bench_options(argc, argv, WORKLOAD, opts);
+}
+
 int main(int argc, char **argv)
 {
-	struct config c = { .n = 2000000, .ids = 10000, .batch = 64 };
-	long small = 200000;
-	int runs = 5, small_runs = 0, ch;
-	const char *dir = NULL, *only = NULL;
+	struct args a = { .c = { .n = 2000000, .ids = 10000, .batch = 64,
+				 .workers = bench_cpus() },
+			  .small = 200000, .runs = 5 };
+	struct config *c = &a.c;
 	char (*names)[16];
 	struct item *items;
 	FILE *csv;
 
-	c.workers = bench_cpus();
-	while ((ch = getopt(argc, argv, "n:s:i:r:R:b:w:p:qo:")) != -1) {
-		switch (ch) {
-		case 'n':
-			c.n = bench_number(optarg, 1, 1L << 30, usage);
-			break;
-		case 's':
-			small = bench_number(optarg, 0, 1L << 30, usage);
-			break;
-		case 'i':
-			c.ids = (int)bench_number(optarg, 1, 1 << 24, usage);
-			break;
-		case 'r':
-			runs = (int)bench_number(optarg, 1, 1000, usage);
-			break;
-		case 'R':
-			small_runs = (int)bench_number(optarg, 1, 5000, usage);
-			break;
-		case 'b':
-			c.batch = (int)bench_number(optarg, 2, MAX_BATCH,
-						    usage);
-			break;
-		case 'w':
-			c.workers = (int)bench_number(optarg, 1, 1024, usage);
-			break;
-		case 'p':
-			only = optarg;
-			break;
-		case 'q':
-			c.n = 200000;
-			small = 20000;
-			runs = 3;
-			break;
-		case 'o':
-			dir = optarg;
-			break;
-		default:
-			fprintf(stderr, "%s\n", usage);
-			return 2;
-		}
-	}
-	select_peers(only);
+	parse(argc, argv, &a);
+	select_peers(a.only);
 	nengines = FIRST_PEER + npeers;
-	snprintf(batch_name, sizeof(batch_name), "aggring-batch%d", c.batch);
+	snprintf(batch_name, sizeof(batch_name), "aggring-batch%d", c->batch);
 	bench_print_env(stdout, WORKLOAD);
-	c.groups = default_groups(c.workers);
-	items = make_items(c.n > small ? c.n : small, c.ids, &names);
-	csv = bench_csv_open(dir, WORKLOAD);
-	run_variant(&c, items, runs, csv);
-	if (small) {
-		c.n = small;
-		run_variant(&c, items, small_runs ? small_runs : 5 * runs, csv);
+	c->groups = default_groups(c->workers);
+	items = make_items(c->n > a.small ? c->n : a.small, c->ids, &names);
+	csv = bench_csv_open(a.dir, WORKLOAD);
+	run_variant(c, items, a.runs, csv);
+	if (a.small) {
+		c->n = a.small;
+		run_variant(c, items, a.small_runs ? a.small_runs : 5 * a.runs,
+			    csv);
 	}
 	bench_csv_close(csv);
 	free(items);

@@ -24,7 +24,6 @@
 #endif
 #include <arpa/inet.h>
 #include <errno.h>
-#include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
@@ -43,11 +42,6 @@
 #define HIST_US 200000 /* 1 us buckets up to 200 ms, then one more */
 #define STALL_NS (10ull * 1000000000ull) /* no echo after the window */
 #define MSG_MAX 65536
-
-static const char usage_text[] =
-	"usage: echo_load -p PORT [-c CONNECTIONS] [-s BYTES] [-d SECONDS] "
-	"[-w WARMUP_MS]\n"
-	"                 [-t THREADS] [-r RUNS]\n";
 
 struct config {
 	int port, conns, size, threads, runs;
@@ -298,52 +292,41 @@ static struct result run_once(const struct config *cfg)
 	return r;
 }
 
+static void parse(int argc, char **argv, struct config *cfg)
+{
+	const struct bench_opt opts[] = {
+		{ .letter = 'p', .arg = "PORT", .kind = BENCH_KIND_INT,
+		  .help = "the echo server's port on 127.0.0.1",
+		  .to.i = &cfg->port, .min = 1, .max = 65535,
+		  .required = true },
+		BENCH_OPT_INT('c', "CONNECTIONS", cfg->conns, 1, 10000,
+			      "connections (default 64)"),
+		BENCH_OPT_INT('s', "BYTES", cfg->size, 1, MSG_MAX,
+			      "bytes per message (default 64)"),
+		BENCH_OPT_DOUBLE('d', "SECONDS", cfg->seconds, 1, 3600,
+				 "measured length of a run (default 5)"),
+		BENCH_OPT_LONG('w', "WARMUP_MS", cfg->warmup_ms, 0, 60000,
+			       "warm-up before the measured window (default "
+			       "500)"),
+		BENCH_OPT_INT('t', "THREADS", cfg->threads, 1, 256,
+			      "epoll threads (default: CPUs, at most one per "
+			      "connection)"),
+		BENCH_OPT_INT('r', "RUNS", cfg->runs, 1, 1000,
+			      "runs (default 1)"),
+		BENCH_OPT_END,
+	};
+
+	bench_options(argc, argv, "echo_load", opts);
+}
+
 int main(int argc, char **argv)
 {
 	struct config cfg = { .port = -1, .conns = 64, .size = 64,
 			      .seconds = 5, .warmup_ms = 500, .runs = 1 };
 	double *rps, *p50, *p99;
-	int ch, i;
+	int i;
 
-	while ((ch = getopt(argc, argv, "p:c:s:d:w:t:r:")) != -1) {
-		switch (ch) {
-		case 'p':
-			cfg.port = (int)bench_number(optarg, 1, 65535,
-						     usage_text);
-			break;
-		case 'c':
-			cfg.conns = (int)bench_number(optarg, 1, 10000,
-						      usage_text);
-			break;
-		case 's':
-			cfg.size = (int)bench_number(optarg, 1, MSG_MAX,
-						     usage_text);
-			break;
-		case 'd':
-			cfg.seconds = (double)bench_number(optarg, 1, 3600,
-							   usage_text);
-			break;
-		case 'w':
-			cfg.warmup_ms = bench_number(optarg, 0, 60000,
-						     usage_text);
-			break;
-		case 't':
-			cfg.threads = (int)bench_number(optarg, 1, 256,
-							usage_text);
-			break;
-		case 'r':
-			cfg.runs = (int)bench_number(optarg, 1, 1000,
-						     usage_text);
-			break;
-		default:
-			fputs(usage_text, stderr);
-			return 2;
-		}
-	}
-	if (cfg.port < 0 || optind != argc) {
-		fputs(usage_text, stderr);
-		return 2;
-	}
+	parse(argc, argv, &cfg);
 	if (!cfg.threads)
 		cfg.threads = bench_cpus();
 	if (cfg.threads > cfg.conns)

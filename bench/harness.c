@@ -8,6 +8,8 @@
 #include "harness.h"
 
 #include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -160,19 +162,239 @@ void bench_order_destroy(struct bench_order *o)
 	pthread_mutex_destroy(&o->lock);
 }
 
-long bench_number(const char *arg, long min, long max, const char *usage)
+/* ---- command-line options ---- */
+
+#define USAGE_WIDTH 79
+#define MAX_OPTS 32 /* entries of one table */
+
+/* "-x ARG", as the usage and the help show the option. */
+static void opt_name(const struct bench_opt *o, char *buf, size_t len)
+{
+	snprintf(buf, len, "-%c%s%s", o->letter, o->arg ? " " : "",
+		 o->arg ? o->arg : "");
+}
+
+/* "usage: prog [-a] -b ARG ...", wrapped under the program's name. */
+static void print_usage(FILE *out, const char *program,
+			const struct bench_opt *opts)
+{
+	int indent = (int)strlen("usage: ") + (int)strlen(program);
+	int col = fprintf(out, "usage: %s", program);
+	char name[64], item[72];
+	const struct bench_opt *o;
+	int len;
+
+	for (o = opts; o->letter; o++) {
+		opt_name(o, name, sizeof(name));
+		len = snprintf(item, sizeof(item), o->required ? "%s" : "[%s]",
+			       name);
+		if (col + 1 + len > USAGE_WIDTH)
+			col = fprintf(out, "\n%*s", indent, "") - 1;
+		col += fprintf(out, " %s", item);
+	}
+	fputc('\n', out);
+}
+
+/* "  -x ARG  text", the text's further lines indented as its first. */
+static void print_opt_help(const char *name, int width, const char *help)
+{
+	const char *p;
+
+	printf("  %-*s  ", width, name);
+	for (p = help; *p; p++) {
+		putchar(*p);
+		if (*p == '\n')
+			printf("  %-*s  ", width, "");
+	}
+	putchar('\n');
+}
+
+static void print_help(const char *program, const struct bench_opt *opts)
+{
+	const char *help_name = "-h, --help";
+	int width = (int)strlen(help_name);
+	const struct bench_opt *o;
+	char name[64];
+
+	print_usage(stdout, program, opts);
+	for (o = opts; o->letter; o++) {
+		opt_name(o, name, sizeof(name));
+		if ((int)strlen(name) > width)
+			width = (int)strlen(name);
+	}
+	for (o = opts; o->letter; o++) {
+		opt_name(o, name, sizeof(name));
+		print_opt_help(name, width, o->help);
+	}
+	print_opt_help(help_name, width, "print this help and exit");
+}
+
+/* Says what was wrong with the command line, then the usage; exits 2. */
+static void bad_usage(const char *program, const struct bench_opt *opts,
+		      const char *fmt, ...)
+	__attribute__((format(printf, 3, 4), noreturn));
+
+static void bad_usage(const char *program, const struct bench_opt *opts,
+		      const char *fmt, ...)
+{
+	va_list ap;
+
+	fprintf(stderr, "%s: ", program);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	print_usage(stderr, program, opts);
+	fprintf(stderr, "(%s --help: what each option means)\n", program);
+	exit(2);
+}
+
+/* The whole number arg is, if it is one in [o->min, o->max]. */
+static long opt_number(const char *program, const struct bench_opt *opts,
+		       const struct bench_opt *o, const char *arg)
 {
 	char *end;
 	long v;
 
 	errno = 0;
 	v = strtol(arg, &end, 10);
-	if (errno || end == arg || *end || v < min || v > max) {
-		fprintf(stderr, "bad number '%s' (%ld..%ld)\n%s\n", arg, min,
-			max, usage);
-		exit(2);
-	}
+	if (errno || end == arg || *end || v < o->min || v > o->max)
+		bad_usage(program, opts,
+			  "-%c %s: '%s' is not a whole number from %ld to %ld",
+			  o->letter, o->arg, arg, o->min, o->max);
 	return v;
+}
+
+static void opt_apply(const char *program, const struct bench_opt *opts,
+		      const struct bench_opt *o, const char *arg)
+{
+	long v;
+
+	switch (o->kind) {
+	case BENCH_KIND_SET:
+		*o->to.flag = true;
+		break;
+	case BENCH_KIND_CALL:
+		o->call(o->to.ctx);
+		break;
+	case BENCH_KIND_TEXT:
+		*o->to.text = arg;
+		break;
+	case BENCH_KIND_INT:
+		*o->to.i = (int)opt_number(program, opts, o, arg);
+		break;
+	case BENCH_KIND_LONG:
+		*o->to.l = opt_number(program, opts, o, arg);
+		break;
+	case BENCH_KIND_DOUBLE:
+		v = opt_number(program, opts, o, arg);
+		*o->to.d = (double)v;
+		break;
+	}
+}
+
+/* getopt's option string for the table, "h" included. */
+static void opt_string(const char *program, const struct bench_opt *opts,
+		       char *buf)
+{
+	const struct bench_opt *o;
+	size_t n = 0;
+
+	buf[n++] = ':'; /* a missing argument is ':', not '?' */
+	for (o = opts; o->letter; o++) {
+		if (o->letter == 'h' || o->letter == ':' ||
+		    o - opts >= MAX_OPTS) {
+			fprintf(stderr, "%s: bad option table at -%c\n",
+				program, o->letter);
+			exit(1);
+		}
+		buf[n++] = o->letter;
+		if (o->arg)
+			buf[n++] = ':';
+	}
+	buf[n++] = 'h';
+	buf[n] = '\0';
+}
+
+static const struct bench_opt *opt_find(const struct bench_opt *opts, int c)
+{
+	const struct bench_opt *o;
+
+	for (o = opts; o->letter; o++)
+		if (o->letter == c)
+			return o;
+	return NULL;
+}
+
+/* The entry of what getopt_long() returned; exits on -h and on faults. */
+static const struct bench_opt *opt_seen(const char *program,
+					const struct bench_opt *opts, int c,
+					const char *word)
+{
+	if (c == 'h') {
+		print_help(program, opts);
+		exit(0);
+	}
+	if (c == ':')
+		bad_usage(program, opts, "-%c needs an argument (%s)", optopt,
+			  opt_find(opts, optopt)->arg);
+	if (c == '?' && optopt && optopt != 'h')
+		bad_usage(program, opts, "unknown option -%c", optopt);
+	if (c == '?')
+		bad_usage(program, opts, "unknown option %s", word);
+	return opt_find(opts, c);
+}
+
+static void check_required(const char *program, const struct bench_opt *opts,
+			   const bool *given)
+{
+	const struct bench_opt *o;
+	char name[64];
+
+	for (o = opts; o->letter; o++)
+		if (o->required && !given[o - opts]) {
+			opt_name(o, name, sizeof(name));
+			bad_usage(program, opts, "%s is required", name);
+		}
+}
+
+void bench_options(int argc, char **argv, const char *program,
+		   const struct bench_opt *opts)
+{
+	static const struct option longs[] = {
+		{ "help", no_argument, NULL, 'h' },
+		{ NULL, 0, NULL, 0 },
+	};
+	char optstring[2 * MAX_OPTS + 3];
+	bool given[MAX_OPTS] = { false };
+	const struct bench_opt *o;
+	int c;
+
+	opt_string(program, opts, optstring);
+	opterr = 0; /* our messages, not getopt's */
+	while ((c = getopt_long(argc, argv, optstring, longs, NULL)) != -1) {
+		o = opt_seen(program, opts, c, argv[optind - 1]);
+		given[o - opts] = true;
+		opt_apply(program, opts, o, optarg);
+	}
+	if (optind < argc)
+		bad_usage(program, opts, "unexpected argument '%s'",
+			  argv[optind]);
+	check_required(program, opts, given);
+}
+
+void bench_timed_init(struct bench_timed *t)
+{
+	*t = (struct bench_timed){ .seconds = 2, .runs = 5,
+				   .peer_threads = bench_cpus() };
+}
+
+void bench_timed_quick(void *t)
+{
+	struct bench_timed *timed = t;
+
+	timed->seconds = 0.3;
+	timed->runs = 3;
 }
 
 agr_dispatcher *bench_agr_start(const char *workload, int workers,

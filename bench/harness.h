@@ -13,6 +13,7 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -91,7 +92,95 @@ void bench_agr_stop(const char *workload, agr_dispatcher *d);
 const char *bench_disk_dir(const char *workload, const char *asked,
 			   const char *why);
 
-/* strtol with a range check; exits(2) with usage text on bad input. */
-long bench_number(const char *arg, long min, long max, const char *usage);
+/*
+ * Command-line options: a program describes its options in a table,
+ * one entry each (the BENCH_OPT_* macros; a required option spelt out
+ * with .required; BENCH_OPT_END last), and bench_options() reads argv
+ * against it in order, as getopt does, so that a later option overrides
+ * what an earlier one (a -q, say) set. -h and --help print the usage
+ * and every entry's help, made from the table, to stdout and exit 0.
+ * An unknown option, a missing or bad argument (numbers are whole, in
+ * [min, max]), a required option not given or a word that is no option
+ * prints what was wrong and the usage to stderr and exits 2.
+ */
+enum bench_opt_kind {
+	BENCH_KIND_SET,	   /* no argument: *flag = true */
+	BENCH_KIND_CALL,   /* no argument: call(ctx) */
+	BENCH_KIND_TEXT,   /* *text = the argument */
+	BENCH_KIND_INT,	   /* *i = the number */
+	BENCH_KIND_LONG,   /* *l = the number */
+	BENCH_KIND_DOUBLE, /* *d = the (whole) number */
+};
+
+struct bench_opt {
+	char letter;	  /* -letter; 0 ends the table */
+	const char *arg;  /* the argument's name in the usage; NULL: none */
+	const char *help; /* may hold '\n' for more lines */
+	enum bench_opt_kind kind;
+	union {
+		bool *flag;
+		const char **text;
+		int *i;
+		long *l;
+		double *d;
+		void *ctx;
+	} to;
+	long min, max;
+	void (*call)(void *ctx);
+	bool required;
+};
+
+#define BENCH_OPT_NUMBER_(kind_, member, c, name, var, lo, hi, help_)     \
+	{ .letter = (c), .arg = (name), .help = (help_), .kind = (kind_), \
+	  .to.member = &(var), .min = (lo), .max = (hi) }
+#define BENCH_OPT_INT(c, name, var, lo, hi, help_)                        \
+	BENCH_OPT_NUMBER_(BENCH_KIND_INT, i, c, name, var, lo, hi, help_)
+#define BENCH_OPT_LONG(c, name, var, lo, hi, help_)                       \
+	BENCH_OPT_NUMBER_(BENCH_KIND_LONG, l, c, name, var, lo, hi, help_)
+#define BENCH_OPT_DOUBLE(c, name, var, lo, hi, help_)                     \
+	BENCH_OPT_NUMBER_(BENCH_KIND_DOUBLE, d, c, name, var, lo, hi, help_)
+#define BENCH_OPT_TEXT(c, name, var, help_)                               \
+	{ .letter = (c), .arg = (name), .help = (help_),                  \
+	  .kind = BENCH_KIND_TEXT, .to.text = &(var) }
+#define BENCH_OPT_SET(c, var, help_)                                      \
+	{ .letter = (c), .help = (help_), .kind = BENCH_KIND_SET,         \
+	  .to.flag = &(var) }
+#define BENCH_OPT_CALL(c, fn, arg_, help_)                                \
+	{ .letter = (c), .help = (help_), .kind = BENCH_KIND_CALL,        \
+	  .to.ctx = (arg_), .call = (fn) }
+#define BENCH_OPT_END { .letter = 0 }
+
+/* `program` names it in the usage and in every message. */
+void bench_options(int argc, char **argv, const char *program,
+		   const struct bench_opt *opts);
+
+/*
+ * What the timed workloads against the peers' pools (journal,
+ * direct_read) set alike: BENCH_OPTS_TIMED(t, csv_help) are the table
+ * entries -s SECONDS, -r RUNS, -T THREADS, -o CSVDIR and -q of t.
+ */
+struct bench_timed {
+	double seconds;	     /* length of one run */
+	int runs;	     /* per engine */
+	int peer_threads;    /* pool threads of the peers */
+	const char *csv_dir; /* NULL: no CSV */
+};
+
+/* 2 s, 5 runs, a peer thread per CPU (as aggring's workers), no CSV. */
+void bench_timed_init(struct bench_timed *t);
+/* -q: 0.3 s, 3 runs; t is a struct bench_timed. */
+void bench_timed_quick(void *t);
+
+#define BENCH_OPTS_TIMED(t, csv_help)                                     \
+	BENCH_OPT_DOUBLE('s', "SECONDS", (t).seconds, 1, 600,             \
+			 "length of one run (default 2)"),                \
+	BENCH_OPT_INT('r', "RUNS", (t).runs, 1, 1000,                     \
+		      "runs per engine (default 5)"),                     \
+	BENCH_OPT_INT('T', "THREADS", (t).peer_threads, 1, 4096,          \
+		      "pool threads of the peers (default: CPUs, as "     \
+		      "many\nas aggring's workers)"),                     \
+	BENCH_OPT_TEXT('o', "CSVDIR", (t).csv_dir, (csv_help)),           \
+	BENCH_OPT_CALL('q', bench_timed_quick, &(t),                      \
+		       "quick smoke run: -s 0.3 -r 3")
 
 #endif /* BENCH_HARNESS_H */

@@ -47,7 +47,6 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -64,33 +63,14 @@
 #define WORKLOAD "journal"
 #define RECORD 128
 
-static const char usage_text[] =
-	"usage: journal [-d DIR] [-j JOURNALS] [-i IDS] [-S SUBGROUPS] "
-	"[-s SECONDS]\n"
-	"               [-r RUNS] [-T THREADS] [-o CSVDIR] [-q]\n"
-	"  -d DIR        where the journals live during a run (a disk\n"
-	"                filesystem, not tmpfs; default /var/tmp, else .)\n"
-	"  -j JOURNALS   journal files = peer groups (default 64)\n"
-	"  -i IDS        aggregate ids (default 4096)\n"
-	"  -S SUBGROUPS  aggring dispatcher groups per journal (default 64)\n"
-	"  -s SECONDS    length of one run (default 2)\n"
-	"  -r RUNS       runs per engine (default 5)\n"
-	"  -T THREADS    pool threads of the peers (default: CPUs, as many as\n"
-	"                aggring's workers)\n"
-	"  -o CSVDIR     write CSVDIR/journal.csv\n"
-	"  -q            quick smoke run: -s 0.3 -r 3";
-
 struct config {
 	const char *dir;
 	char rundir[4096];
 	int journals;
 	int ids;
 	int sub;
-	double seconds;
-	int runs;
-	const char *csv_dir;
 	int workers;
-	int peer_threads; /* pool threads of the peers */
+	struct bench_timed timed; /* -s, -r, -T, -o, -q */
 };
 
 /* Per id: its name, journal and aggring group. */
@@ -551,7 +531,7 @@ static struct result run_once(const struct config *c,
 	bench_order_init(&r.order, c->ids, n);
 	r.journals = open_journals(&r, e->peer ? 1 : e->sub);
 	if (e->peer) {
-		r.peer = e->peer->create(c->peer_threads, c->journals,
+		r.peer = e->peer->create(c->timed.peer_threads, c->journals,
 					 peer_append, &r);
 		if (!r.peer)
 			die(e->label, ENOMEM);
@@ -626,50 +606,26 @@ static struct id_info *make_ids(const struct config *c)
 
 static void parse(int argc, char **argv, struct config *c)
 {
-	int ch;
+	const struct bench_opt opts[] = {
+		BENCH_OPT_TEXT('d', "DIR", c->dir,
+			       "where the journals live during a run (a disk\n"
+			       "filesystem, not tmpfs; default /var/tmp, else "
+			       ".)"),
+		BENCH_OPT_INT('j', "JOURNALS", c->journals, 1, 4096,
+			      "journal files = peer groups (default 64)"),
+		BENCH_OPT_INT('i', "IDS", c->ids, 1, 1 << 20,
+			      "aggregate ids (default 4096)"),
+		BENCH_OPT_INT('S', "SUBGROUPS", c->sub, 1, 4096,
+			      "aggring dispatcher groups per journal (default "
+			      "64)"),
+		BENCH_OPTS_TIMED(c->timed, "write CSVDIR/journal.csv"),
+		BENCH_OPT_END,
+	};
 
 	*c = (struct config){ .journals = 64, .ids = 4096, .sub = 64,
-			      .seconds = 2, .runs = 5,
 			      .workers = bench_cpus() };
-	c->peer_threads = c->workers;
-	while ((ch = getopt(argc, argv, "d:j:i:S:s:r:T:o:qh")) != -1) {
-		switch (ch) {
-		case 'd': c->dir = optarg; break;
-		case 'j':
-			c->journals = (int)bench_number(optarg, 1, 4096,
-							usage_text);
-			break;
-		case 'i':
-			c->ids = (int)bench_number(optarg, 1, 1 << 20,
-						   usage_text);
-			break;
-		case 'S':
-			c->sub = (int)bench_number(optarg, 1, 4096,
-						   usage_text);
-			break;
-		case 's':
-			c->seconds = (double)bench_number(optarg, 1, 600,
-							  usage_text);
-			break;
-		case 'r':
-			c->runs = (int)bench_number(optarg, 1, 1000,
-						    usage_text);
-			break;
-		case 'T':
-			c->peer_threads = (int)bench_number(optarg, 1, 4096,
-							    usage_text);
-			break;
-		case 'o': c->csv_dir = optarg; break;
-		case 'q': c->seconds = 0.3; c->runs = 3; break;
-		default:
-			fprintf(stderr, "%s\n", usage_text);
-			exit(2);
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s\n", usage_text);
-		exit(2);
-	}
+	bench_timed_init(&c->timed);
+	bench_options(argc, argv, WORKLOAD, opts);
 }
 
 static int list_engines(const struct config *c, struct engine *e)
@@ -721,45 +677,46 @@ int main(int argc, char **argv)
 	printf("journals: %s/j-*.log (%d files, removed after each run); "
 	       "%d ids;\n  aggring: %d workers, %d dispatcher groups per "
 	       "journal; peers: %d threads, %d groups,\n  one per journal\n",
-	       c.rundir, c.journals, c.ids, c.workers, c.sub, c.peer_threads,
-	       c.journals);
+	       c.rundir, c.journals, c.ids, c.workers, c.sub,
+	       c.timed.peer_threads, c.journals);
 	ids = make_ids(&c);
 	ne = list_engines(&c, e);
-	csv = bench_csv_open(c.csv_dir, WORKLOAD);
-	/* A warm-up run per engine sizes its runs to about c.seconds. */
+	csv = bench_csv_open(c.timed.csv_dir, WORKLOAD);
+	/* A warm-up run per engine sizes its runs to about -s seconds. */
 	for (i = 0; i < ne; i++) {
 		struct result w = run_once(&c, ids, &e[i], 2048);
 
-		total[i] = (long)(w.rate * c.seconds);
+		total[i] = (long)(w.rate * c.timed.seconds);
 		if (total[i] < 1024)
 			total[i] = 1024;
-		v[i] = calloc((size_t)c.runs, sizeof(double));
+		v[i] = calloc((size_t)c.timed.runs, sizeof(double));
 		if (!v[i])
 			die("allocating results", ENOMEM);
 		per_sync[i] = 0;
 	}
-	for (k = 0; k < c.runs; k++)
+	for (k = 0; k < c.timed.runs; k++)
 		for (i = 0; i < ne; i++) {
 			struct result res = run_once(&c, ids, &e[i], total[i]);
 
 			v[i][k] = res.rate / 1e3;
-			per_sync[i] += res.per_sync / c.runs;
+			per_sync[i] += res.per_sync / c.timed.runs;
 		}
 	printf("\n%s: 128-byte durable appends (write + fdatasync before "
-	       "completion), %d runs of ~%.1f s\n", WORKLOAD, c.runs,
-	       c.seconds);
+	       "completion), %d runs of ~%.1f s\n", WORKLOAD, c.timed.runs,
+	       c.timed.seconds);
 	for (i = 0; i < ne; i++) {
-		s[i] = bench_summarize(v[i], c.runs);
+		s[i] = bench_summarize(v[i], c.timed.runs);
 		bench_print_row(e[i].label, "k/s", s[i]);
 		bench_csv_row(csv, WORKLOAD, "append128", e[i].label,
-			      "durable_msgs", "k msg/s", s[i], c.runs);
+			      "durable_msgs", "k msg/s", s[i],
+			      c.timed.runs);
 	}
 	printf("  records per fdatasync (mean):");
 	for (i = 0; i < ne; i++)
 		printf(" %s %.1f%s", e[i].label, per_sync[i],
 		       i + 1 < ne ? "," : "\n");
 	for (i = 1; i < ne; i++) {
-		bool targets = c.peer_threads == c.workers;
+		bool targets = c.timed.peer_threads == c.workers;
 
 		if (!e[i].peer)
 			continue;

@@ -44,18 +44,6 @@
 #define MAX_RUNS 1000
 #define SLEEP_NS 100000 /* sleep when the next send is this far off */
 
-static const char usage[] =
-	"usage: latency [-R RATE] [-d MS] [-r RUNS] [-i IDS] [-w WORKERS] "
-	"[-p PEERS] [-q] [-o DIR]\n"
-	"  -R  peak rate in msg/s (default: measure aggring's)\n"
-	"  -d  duration of one run in ms (default 1000)\n"
-	"  -r  runs per engine and load (default 5)\n"
-	"  -i  distinct ids (default 10000)\n"
-	"  -w  workers (default: online CPUs)\n"
-	"  -p  comma-separated peers to compare (default: all)\n"
-	"  -q  quick smoke run: -d 100 -r 3\n"
-	"  -o  write DIR/latency.csv";
-
 /* One message slot, reused once its message completed. */
 struct slot {
 	agr_message msg;
@@ -140,7 +128,7 @@ static int npeers;
 
 static void select_peers(const char *list)
 {
-	npeers = peer_select(list, peers, MAX_PEERS, usage);
+	npeers = peer_select(WORKLOAD, list, peers, MAX_PEERS);
 }
 
 static const char *engine_name(int e)
@@ -448,51 +436,64 @@ static void report_load(int l, double rate, int runs,
 	}
 }
 
+/* What the command line sets. */
+struct args {
+	double peak; /* 0: measure aggring's */
+	double dur_ms;
+	int runs;
+	const char *dir, *only;
+};
+
+/* -q: a smoke run, in order with the other options. */
+static void quick(void *arg)
+{
+	struct args *a = arg;
+
+	a->dur_ms = 100;
+	a->runs = 3;
+}
+
+static void parse(int argc, char **argv, struct args *a, struct config *c)
+{
+	const struct bench_opt opts[] = {
+		BENCH_OPT_DOUBLE('R', "RATE", a->peak, 1000, 1L << 34,
+				 "peak rate in msg/s (default: measure "
+				 "aggring's)"),
+		BENCH_OPT_DOUBLE('d', "MS", a->dur_ms, 1, 3600000,
+				 "duration of one run in ms (default 1000)"),
+		BENCH_OPT_INT('r', "RUNS", a->runs, 1, MAX_RUNS,
+			      "runs per engine and load (default 5)"),
+		BENCH_OPT_INT('i', "IDS", c->ids, 1, 1 << 24,
+			      "distinct ids (default 10000)"),
+		BENCH_OPT_INT('w', "WORKERS", c->workers, 1, 1024,
+			      "workers (default: online CPUs)"),
+		BENCH_OPT_TEXT('p', "PEERS", a->only,
+			       "comma-separated peers to compare (default: "
+			       "all)"),
+		BENCH_OPT_CALL('q', quick, a, "quick smoke run: -d 100 -r 3"),
+		BENCH_OPT_TEXT('o', "DIR", a->dir, "write DIR/latency.csv"),
+		BENCH_OPT_END,
+	};
+
+	bench_options(argc, argv, WORKLOAD, opts);
+}
+
 int main(int argc, char **argv)
 {
-	struct config c = { .ids = 10000 };
-	double peak = 0, dur_ms = 1000, rate, (*v)[METRICS][MAX_RUNS];
+	struct config c = { .ids = 10000, .workers = bench_cpus() };
+	struct args a = { .dur_ms = 1000, .runs = 5 };
+	double peak, dur_ms, rate, (*v)[METRICS][MAX_RUNS];
 	struct lags lag[64];
-	int runs = 5, ch, l, i, k, e, m;
+	int runs, l, i, k, e, m;
 	struct run *r;
 	FILE *csv;
-	const char *dir = NULL, *only = NULL;
 	long n;
 
-	c.workers = bench_cpus();
-	while ((ch = getopt(argc, argv, "R:d:r:i:w:p:qo:")) != -1) {
-		switch (ch) {
-		case 'R':
-			peak = bench_number(optarg, 1000, 1L << 34, usage);
-			break;
-		case 'd':
-			dur_ms = bench_number(optarg, 1, 3600000, usage);
-			break;
-		case 'r':
-			runs = (int)bench_number(optarg, 1, MAX_RUNS, usage);
-			break;
-		case 'i':
-			c.ids = (int)bench_number(optarg, 1, 1 << 24, usage);
-			break;
-		case 'w':
-			c.workers = (int)bench_number(optarg, 1, 1024, usage);
-			break;
-		case 'p':
-			only = optarg;
-			break;
-		case 'q':
-			dur_ms = 100;
-			runs = 3;
-			break;
-		case 'o':
-			dir = optarg;
-			break;
-		default:
-			fprintf(stderr, "%s\n", usage);
-			return 2;
-		}
-	}
-	select_peers(only);
+	parse(argc, argv, &a, &c);
+	peak = a.peak;
+	dur_ms = a.dur_ms;
+	runs = a.runs;
+	select_peers(a.only);
 	nengines = 1 + npeers;
 	c.names = calloc((size_t)c.ids, sizeof(*c.names));
 	c.ring = calloc(RING_SLOTS, sizeof(*c.ring));
@@ -524,7 +525,7 @@ int main(int argc, char **argv)
 	       WORKLOAD, c.groups, c.workers, c.ids, dur_ms);
 	/* Give a run up once it is a second (or a duration) late. */
 	c.give_up_ns = (uint64_t)(dur_ms > 1000 ? dur_ms : 1000) * 1000000u;
-	csv = bench_csv_open(dir, WORKLOAD);
+	csv = bench_csv_open(a.dir, WORKLOAD);
 	for (l = 0; l < NLOADS; l++) {
 		rate = peak * loads[l];
 		n = (long)(rate * dur_ms / 1e3);

@@ -34,8 +34,8 @@ static int listed(const char *list, const char *name)
 	return at != NULL;
 }
 
-int peer_select(const char *list, const struct peer_engine **out, int max,
-		const char *usage)
+int peer_select(const char *program, const char *list,
+		const struct peer_engine **out, int max)
 {
 	const struct peer_engine *const *pe;
 	int n = 0;
@@ -44,8 +44,11 @@ int peer_select(const char *list, const struct peer_engine **out, int max,
 		if (!list || listed(list, (*pe)->name))
 			out[n++] = *pe;
 	if (list && !n) {
-		fprintf(stderr, "no peer called %s in this build\n%s\n", list,
-			usage);
+		fprintf(stderr, "%s: -p %s: no such peer in this build; it has",
+			program, list);
+		for (pe = peer_engines; *pe; pe++)
+			fprintf(stderr, " %s", (*pe)->name);
+		fputc('\n', stderr);
 		exit(2);
 	}
 	return n;

@@ -16,12 +16,12 @@
 
 #include <stdint.h>
 
-#include "mpsc.h"
+#include "peer_queue.h"
 
 #define PEER_DRAIN_LIMIT 64
 
 struct peer_msg {
-	struct agr__mpsc_node node; /* owned by the peer while queued */
+	struct peer_queue_node node; /* owned by the peer while queued */
 	const char *id;
 	void *user;
 };
@@ -53,11 +53,12 @@ extern const struct peer_engine peer_libuv;
 extern const struct peer_engine *const peer_engines[];
 
 /*
- * Fills out[0..max) with the peers named in `list` (comma-separated),
- * or all of them if list is NULL; returns how many. Exits(2), printing
- * usage, if list names none this build has.
+ * Fills out[0..max) with the peers named in `list` (comma-separated, as
+ * the programs' -p takes them), or all of them if list is NULL; returns
+ * how many. Exits(2), naming program and the peers there are, if list
+ * names none this build has.
  */
-int peer_select(const char *list, const struct peer_engine **out, int max,
-		const char *usage);
+int peer_select(const char *program, const char *list,
+		const struct peer_engine **out, int max);
 
 #endif /* BENCH_PEER_H */

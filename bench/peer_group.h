@@ -18,20 +18,20 @@
 #include "peer.h"
 
 struct peer_group {
-	struct agr__mpsc queue;
+	struct peer_queue queue;
 	_Alignas(64) atomic_long pending; /* sent, not yet handled */
 };
 
 static inline void peer_group_init(struct peer_group *g)
 {
-	agr__mpsc_init(&g->queue);
+	peer_queue_init(&g->queue);
 	atomic_init(&g->pending, 0);
 }
 
 /* Any thread: queues msg; true if the caller must schedule g. */
 static inline bool peer_group_send(struct peer_group *g, struct peer_msg *msg)
 {
-	agr__mpsc_push(&g->queue, &msg->node);
+	peer_queue_push(&g->queue, &msg->node);
 	return atomic_fetch_add_explicit(&g->pending, 1,
 					 memory_order_acq_rel) == 0;
 }
@@ -51,7 +51,7 @@ static inline int peer_group_handle(struct peer_group *g, peer_handler fn,
 	if (want > PEER_DRAIN_LIMIT)
 		want = PEER_DRAIN_LIMIT;
 	for (n = 0; n < want; n++)
-		batch[n] = (struct peer_msg *)(void *)agr__mpsc_pop_wait(
+		batch[n] = (struct peer_msg *)(void *)peer_queue_pop(
 			&g->queue);
 	fn(batch, n, arg);
 	return n;

@@ -34,7 +34,7 @@
 struct group {
 	struct peer_group pg;
 	int handled; /* by the last work_cb, for after_work_cb */
-	struct agr__mpsc_node ready_node; /* on peer.ready while scheduled */
+	struct peer_queue_node ready_node; /* on peer.ready while scheduled */
 	uv_work_t work;
 	struct peer *peer;
 };
@@ -44,7 +44,7 @@ struct peer {
 	int ngroups;
 	peer_handler fn;
 	void *arg;
-	struct agr__mpsc ready; /* groups waiting for the loop */
+	struct peer_queue ready; /* groups waiting for the loop */
 	uv_loop_t loop;
 	uv_async_t wake;
 	atomic_bool stopping;
@@ -94,10 +94,10 @@ static void after_work_cb(uv_work_t *req, int status)
 static void wake_cb(uv_async_t *h)
 {
 	struct peer *p = h->data;
-	struct agr__mpsc_node *n;
+	struct peer_queue_node *n;
 	struct group *g;
 
-	while ((n = agr__mpsc_pop_wait(&p->ready)) != NULL) {
+	while ((n = peer_queue_pop(&p->ready)) != NULL) {
 		g = (struct group *)(void *)((char *)n -
 					     offsetof(struct group, ready_node));
 		queue_group(p, g);
@@ -138,7 +138,7 @@ static struct peer *uv_peer_create(int workers, int groups, peer_handler fn,
 	p->ngroups = groups;
 	p->fn = fn;
 	p->arg = arg;
-	agr__mpsc_init(&p->ready);
+	peer_queue_init(&p->ready);
 	atomic_init(&p->stopping, false);
 	/* Read once, when the threadpool first starts. */
 	snprintf(size, sizeof(size), "%d", workers);
@@ -160,7 +160,7 @@ static void uv_peer_send(struct peer *p, struct peer_msg *msg)
 	struct group *g = &p->groups[agr_group_key(msg->id, p->ngroups)];
 
 	if (peer_group_send(&g->pg, msg)) {
-		agr__mpsc_push(&p->ready, &g->ready_node);
+		peer_queue_push(&p->ready, &g->ready_node);
 		/* Coalesces: one wake-up for many sends while the loop runs. */
 		uv_async_send(&p->wake);
 	}

@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * peer_pthread.c - a well-written hand-rolled pool, written fairly:
- * per-group lock-free MPSC queue and pending count (peer_group.h, the same
- * queue aggring uses), one ready-group queue shared by N workers, 64
- * messages per activation.
+ * per-group lock-free MPSC queue and pending count (peer_group.h; the
+ * queue is aggring's algorithm, peer_queue.h), one ready-group queue
+ * shared by N workers, 64 messages per activation.
  *
  * Sends never lock: a group that becomes ready is pushed onto the
  * ready queue with one atomic exchange, and a send takes the mutex
@@ -30,11 +30,11 @@
 
 struct group {
 	struct peer_group pg;
-	struct agr__mpsc_node ready_node; /* on the ready queue */
+	struct peer_queue_node ready_node; /* on the ready queue */
 };
 
 struct peer {
-	struct agr__mpsc ready;	 /* groups with messages */
+	struct peer_queue ready;	 /* groups with messages */
 	pthread_mutex_t pop_lock; /* one worker pops at a time */
 	_Alignas(64) atomic_long nready; /* groups on `ready` */
 	_Alignas(64) atomic_int sleepers;
@@ -49,7 +49,7 @@ struct peer {
 	int nthreads;
 };
 
-static struct group *group_of(struct agr__mpsc_node *n)
+static struct group *group_of(struct peer_queue_node *n)
 {
 	return (struct group *)(void *)((char *)n -
 					offsetof(struct group, ready_node));
@@ -64,18 +64,11 @@ static bool none_ready(struct peer *p)
 /* Any thread: queues g and wakes a worker if one sleeps. */
 static void ready_push(struct peer *p, struct group *g)
 {
-	struct agr__mpsc_node *prev;
-
 	/*
-	 * agr__mpsc_push(), then the count; with the seq_cst increment
-	 * and load in worker_wait(), either we see the sleeper or it sees
-	 * the group.
+	 * The push, then the count; with the seq_cst increment and load in
+	 * worker_wait(), either we see the sleeper or it sees the group.
 	 */
-	atomic_store_explicit(&g->ready_node.next, NULL, memory_order_relaxed);
-	prev = atomic_exchange_explicit(&p->ready.head, &g->ready_node,
-					memory_order_seq_cst);
-	atomic_store_explicit(&prev->next, &g->ready_node,
-			      memory_order_release);
+	peer_queue_push(&p->ready, &g->ready_node);
 	atomic_fetch_add_explicit(&p->nready, 1, memory_order_seq_cst);
 	if (atomic_load_explicit(&p->sleepers, memory_order_seq_cst) == 0)
 		return;
@@ -86,12 +79,12 @@ static void ready_push(struct peer *p, struct group *g)
 
 static struct group *ready_pop(struct peer *p)
 {
-	struct agr__mpsc_node *n;
+	struct peer_queue_node *n;
 
 	if (none_ready(p))
 		return NULL;
 	pthread_mutex_lock(&p->pop_lock);
-	n = agr__mpsc_pop_wait(&p->ready);
+	n = peer_queue_pop(&p->ready);
 	if (n)
 		atomic_fetch_sub_explicit(&p->nready, 1, memory_order_relaxed);
 	pthread_mutex_unlock(&p->pop_lock);
@@ -145,7 +138,7 @@ static struct peer *pool_create(int workers, int groups, peer_handler fn,
 	memset(p->groups, 0, (size_t)groups * sizeof(*p->groups));
 	for (i = 0; i < groups; i++)
 		peer_group_init(&p->groups[i].pg);
-	agr__mpsc_init(&p->ready);
+	peer_queue_init(&p->ready);
 	atomic_init(&p->nready, 0);
 	pthread_mutex_init(&p->pop_lock, NULL);
 	atomic_init(&p->sleepers, 0);

@@ -41,18 +41,6 @@
 #define WORKLOAD "scale"
 #define MAX_RUNS 1000
 
-static const char usage[] =
-	"usage: scale [-n MESSAGES] [-i IDS] [-w WORKERS] [-g GROUPS] "
-	"[-r RUNS] [-q] [-o DIR]\n"
-	"  -n  messages per run (default 1000000)\n"
-	"  -i  distinct ids (default 10000)\n"
-	"  -w  workers per scheduler / pool (default max(1, CPUs / "
-	"aggregates))\n"
-	"  -g  groups per dispatcher / pool (default 64 x workers)\n"
-	"  -r  runs per engine and variant (default 5)\n"
-	"  -q  quick smoke run: -n 100000 -r 3\n"
-	"  -o  write DIR/scale.csv";
-
 static const int variants[] = { 1, 16, 256 };
 #define VARIANTS (int)(sizeof(variants) / sizeof(variants[0]))
 
@@ -359,59 +347,60 @@ static int workers_for(int aggregates, int fixed)
 	return w > 0 ? w : 1;
 }
 
+/* What the command line sets; 0: the default. */
+struct args {
+	struct config base;
+	int fixed_workers, fixed_groups;
+	bool quick;
+	const char *dir;
+};
+
+static void parse(int argc, char **argv, struct args *a)
+{
+	const struct bench_opt opts[] = {
+		BENCH_OPT_LONG('n', "MESSAGES", a->base.n, 1, 1L << 30,
+			       "messages per run (default 1000000)"),
+		BENCH_OPT_INT('i', "IDS", a->base.ids, 1, 1 << 24,
+			      "distinct ids (default 10000)"),
+		BENCH_OPT_INT('w', "WORKERS", a->fixed_workers, 1, 64,
+			      "workers per scheduler / pool (default max(1, "
+			      "CPUs / aggregates))"),
+		BENCH_OPT_INT('g', "GROUPS", a->fixed_groups, 1, 1 << 20,
+			      "groups per dispatcher / pool (default 64 x "
+			      "workers)"),
+		BENCH_OPT_INT('r', "RUNS", a->base.runs, 1, MAX_RUNS,
+			      "runs per engine and variant (default 5)"),
+		BENCH_OPT_SET('q', a->quick,
+			      "quick smoke run: -n 100000 -r 3 (unless given)"),
+		BENCH_OPT_TEXT('o', "DIR", a->dir, "write DIR/scale.csv"),
+		BENCH_OPT_END,
+	};
+
+	bench_options(argc, argv, WORKLOAD, opts);
+	if (!a->base.n)
+		a->base.n = a->quick ? 100000 : 1000000;
+	if (!a->base.runs)
+		a->base.runs = a->quick ? 3 : 5;
+}
+
 int main(int argc, char **argv)
 {
-	struct config base = { .n = 1000000, .ids = 10000, .runs = 5 };
-	int fixed_workers = 0, fixed_groups = 0, ch, r, v, e, m;
+	struct args a = { .base = { .ids = 10000 } };
+	struct config base;
+	int fixed_workers, fixed_groups, r, v, e, m;
 	static double val[VARIANTS][ENGINES][METRICS][MAX_RUNS];
 	static struct sample last[VARIANTS][ENGINES];
 	struct bench_summary s[VARIANTS][ENGINES][METRICS];
-	const char *dir = NULL;
 	char (*names)[16];
 	struct item *items;
-	bool quick = false, runs_set = false, n_set = false;
 	FILE *csv;
 
-	while ((ch = getopt(argc, argv, "n:i:w:g:r:qo:")) != -1) {
-		switch (ch) {
-		case 'n':
-			base.n = bench_number(optarg, 1, 1L << 30, usage);
-			n_set = true;
-			break;
-		case 'i':
-			base.ids = (int)bench_number(optarg, 1, 1 << 24, usage);
-			break;
-		case 'w':
-			fixed_workers = (int)bench_number(optarg, 1, 64, usage);
-			break;
-		case 'g':
-			fixed_groups = (int)bench_number(optarg, 1, 1 << 20,
-							 usage);
-			break;
-		case 'r':
-			base.runs = (int)bench_number(optarg, 1, MAX_RUNS,
-						      usage);
-			runs_set = true;
-			break;
-		case 'q': quick = true; break;
-		case 'o': dir = optarg; break;
-		default:
-			fprintf(stderr, "%s\n", usage);
-			return 2;
-		}
-	}
-	if (optind != argc) {
-		fprintf(stderr, "%s\n", usage);
-		return 2;
-	}
-	if (quick) {
-		if (!n_set)
-			base.n = 100000;
-		if (!runs_set)
-			base.runs = 3;
-	}
+	parse(argc, argv, &a);
+	base = a.base;
+	fixed_workers = a.fixed_workers;
+	fixed_groups = a.fixed_groups;
 	items = make_items(base.n, base.ids, &names);
-	csv = bench_csv_open(dir, WORKLOAD);
+	csv = bench_csv_open(a.dir, WORKLOAD);
 	bench_print_env(stdout, WORKLOAD);
 	printf("%s: %ld no-op messages over %d ids (id i -> aggregate i %% A), "
 	       "one producer, single sends, %d runs, engines alternating\n",

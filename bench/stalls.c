@@ -25,7 +25,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <getopt.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <sched.h>
@@ -39,8 +38,6 @@
 
 #define STALL_NS 100000ull   /* a gap longer than this is a stall */
 #define LONG_NS 1000000ull   /* and one longer than this a long one */
-
-static const char usage_text[] = "usage: stalls [-s SECONDS]\n";
 
 struct probe {
 	int cpu;
@@ -135,23 +132,18 @@ static void report(const struct probe *p, int n, double seconds,
 int main(int argc, char **argv)
 {
 	double seconds = 5;
+	const struct bench_opt opts[] = {
+		BENCH_OPT_DOUBLE('s', "SECONDS", seconds, 1, 600,
+				 "how long to watch (default 5)"),
+		BENCH_OPT_END,
+	};
 	struct probe *p;
 	pthread_barrier_t start;
 	long long steal_before, steal_after;
 	cpu_set_t allowed;
-	int opt, n = 0, cpu, i;
+	int n = 0, cpu, i;
 
-	while ((opt = getopt(argc, argv, "s:")) != -1) {
-		if (opt != 's') {
-			fputs(usage_text, stderr);
-			return 2;
-		}
-		seconds = (double)bench_number(optarg, 1, 600, usage_text);
-	}
-	if (optind != argc) {
-		fputs(usage_text, stderr);
-		return 2;
-	}
+	bench_options(argc, argv, "stalls", opts);
 	if (sched_getaffinity(0, sizeof(allowed), &allowed)) {
 		perror("stalls: sched_getaffinity");
 		return 1;

@@ -13,6 +13,7 @@
  * and ends the loop.
  */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -147,20 +148,45 @@ static void on_signal(uv_signal_t *sig, int signum)
 	uv_walk(sig->loop, close_client, NULL);
 }
 
+static const char usage_text[] =
+	"usage: uv_echo [PORT]\n"
+	"  PORT        port on 127.0.0.1 (default 7008; 0 picks a free one)\n"
+	"  -h, --help  print this help and exit\n";
+
+/* The port the command line names; exits 0 on -h, 2 if it names none. */
+static int parse_port(int argc, char **argv)
+{
+	const char *arg = argv[1];
+	char *end;
+	long port;
+
+	if (argc == 1)
+		return 7008;
+	if (argc == 2 && (!strcmp(arg, "-h") || !strcmp(arg, "--help"))) {
+		fputs(usage_text, stdout);
+		exit(0);
+	}
+	if (argc > 2) {
+		fprintf(stderr, "uv_echo: one argument at most\n%s",
+			usage_text);
+		exit(2);
+	}
+	errno = 0;
+	port = strtol(arg, &end, 10);
+	if (errno || end == arg || *end || port < 0 || port > 65535) {
+		fprintf(stderr, "uv_echo: '%s' is no port (0 to 65535)\n%s",
+			arg, usage_text);
+		exit(2);
+	}
+	return (int)port;
+}
+
 int main(int argc, char **argv)
 {
 	uv_loop_t *loop = uv_default_loop();
 	struct sockaddr_in addr;
 	struct sockaddr_storage bound;
-	int port = 7008, len = sizeof(bound), ret;
-	char *end;
-
-	if (argc > 2 || (argc == 2 && ((port = (int)strtol(argv[1], &end, 10)),
-				      *end || end == argv[1] || port < 0 ||
-				      port > 65535))) {
-		fprintf(stderr, "usage: uv_echo [PORT]\n");
-		return 2;
-	}
+	int port = parse_port(argc, argv), len = sizeof(bound), ret;
 	signal(SIGPIPE, SIG_IGN);
 	uv_tcp_init(loop, &server);
 	uv_ip4_addr("127.0.0.1", port, &addr);
