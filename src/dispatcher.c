@@ -1023,8 +1023,8 @@ static void run_sweep(struct agr__work *work, struct agr_worker *w,
 	for (i = (int)s->worker_index; status == 0 && i < d->parallelism;
 	     i += agr__scheduler_workers(sched))
 		if (d->groups[i].current)
-			agr__worker_cancel_ops(w, d->groups[i].current,
-					       AGR__MATCH_OWNER);
+			agr__worker_cancel_owner(w, d->groups[i].current,
+						 NULL, NULL);
 	atomic_fetch_sub(&d->sweeps_pending, 1); /* our last touch of d */
 	agr__scheduler_note_idle(sched);
 }

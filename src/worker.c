@@ -24,6 +24,12 @@
 #include <string.h>
 
 #define CQE_BATCH 64
+/*
+ * Completions run between two looks at the inbox and the stop flags:
+ * callbacks that resubmit I/O which completes at once (NOPs, cached
+ * reads) would otherwise keep one reap going for ever.
+ */
+#define REAP_LIMIT (8 * CQE_BATCH)
 #define INBOX_BATCH 256 /* items run between two looks at the ring */
 #define WORKER_SQ_ENTRIES 256
 #define WORKER_CQ_ENTRIES 4096
@@ -61,6 +67,10 @@ struct agr__op {
 	void *owner; /* what was running when it was submitted */
 	struct agr__op *prev, *next; /* the worker's in-flight list */
 	struct __kernel_timespec ts; /* owned by the kernel for timeouts */
+	/* Set by agr__worker_cancel_owner(): the owner's I/O must end. */
+	bool cancelled;
+	agr__drained_fn drained;
+	void *drained_arg;
 };
 
 enum { BELL_ARMED = 0, BELL_RUNG = 1 };
@@ -127,6 +137,9 @@ struct agr_worker {
 	 * force stop can cancel exactly its I/O.
 	 */
 	void *current_owner;
+	/* A cancelled operation's callback runs: it may submit nothing. */
+	bool owner_cancelled;
+	struct agr__op *completing; /* whose callback runs now */
 
 	struct agr_scheduler *sched;
 	struct agr__worker_hooks hooks;
@@ -330,6 +343,8 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		return -EINVAL;
 	if (w->closing)
 		return -ESHUTDOWN;
+	if (agr__unlikely(w->owner_cancelled))
+		return -ECANCELED; /* so that a chain of I/O ends */
 	submit_early(w);
 	sqe = get_sqe(w);
 	if (!sqe)
@@ -344,6 +359,8 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	op->cb = cb;
 	op->arg = arg;
 	op->owner = w->current_owner;
+	op->cancelled = false;
+	op->drained = NULL;
 	op_track(w, op);
 	io_uring_sqe_set_data(sqe, op);
 	*sqe_out = sqe;
@@ -447,6 +464,23 @@ uint64_t agr__worker_take_blocked(struct agr_worker *w, uint64_t now,
 	return now - since;
 }
 
+static bool owner_has_ops(const struct agr_worker *w, const void *owner)
+{
+	const struct agr__op *op;
+
+	for (op = w->inflight_list; op; op = op->next)
+		if (op->owner == owner)
+			return true;
+	return false;
+}
+
+/* The last operation of a cancelled owner has run its callback. */
+static void note_drained(struct agr_worker *w, struct agr__op *op)
+{
+	if (!owner_has_ops(w, op->owner))
+		op->drained(op->owner, op->drained_arg);
+}
+
 static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 			 unsigned flags)
 {
@@ -476,12 +510,19 @@ static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 		op_untrack(w, op);
 	agr__bump(&w->stats.io_completions);
 	w->current_owner = op->owner; /* follow-up I/O has the same owner */
+	w->owner_cancelled = op->cancelled;
+	w->completing = op;
 	running_begin(w);
 	op->cb(res, op->arg);
 	running_end(w);
+	w->completing = NULL;
+	w->owner_cancelled = false;
 	w->current_owner = NULL;
-	if (!(flags & IORING_CQE_F_MORE))
-		op_free(w, op);
+	if (flags & IORING_CQE_F_MORE)
+		return;
+	if (agr__unlikely(op->drained != NULL))
+		note_drained(w, op);
+	op_free(w, op);
 }
 
 /* Runs the callbacks of every completion that is ready. */
@@ -505,7 +546,7 @@ static unsigned reap(struct agr_worker *w)
 		for (i = 0; i < n; i++)
 			complete_cqe(w, ud[i], res[i], flags[i]);
 		total += n;
-	} while (n == CQE_BATCH);
+	} while (n == CQE_BATCH && total < REAP_LIMIT);
 	return total;
 }
 
@@ -696,6 +737,37 @@ int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
 		n++;
 	}
 	return n;
+}
+
+int agr__worker_cancel_owner(struct agr_worker *w, void *owner,
+			     agr__drained_fn drained, void *arg)
+{
+	struct agr__op *op;
+	int n = 0;
+
+	/* Marked first: a cancel request that finds no SQE is retried. */
+	for (op = w->inflight_list; op; op = op->next) {
+		if (op->owner != owner)
+			continue;
+		op->cancelled = true;
+		op->drained = drained;
+		op->drained_arg = arg;
+		n++;
+	}
+	if (n > 0)
+		agr__worker_cancel_ops(w, owner, AGR__MATCH_OWNER);
+	return n;
+}
+
+void agr__worker_disown(struct agr_worker *w, const void *owner)
+{
+	struct agr__op *op;
+
+	for (op = w->inflight_list; op; op = op->next)
+		if (op->owner == owner)
+			op->drained = NULL;
+	if (w->completing && w->completing->owner == owner)
+		w->completing->drained = NULL;
 }
 
 static void cancel_inflight(struct agr_worker *w)

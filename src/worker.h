@@ -162,6 +162,29 @@ enum agr__op_match { AGR__MATCH_OWNER, AGR__MATCH_ARG };
 int agr__worker_cancel_ops(struct agr_worker *w, const void *key,
 			   enum agr__op_match match);
 
+/* Told that the last operation of a cancelled owner has ended. */
+typedef void (*agr__drained_fn)(void *owner, void *arg);
+
+/*
+ * Cancels every in-flight operation of `owner` (see
+ * agr__worker_set_owner) and makes their callbacks unable to submit:
+ * while one of them runs, agr__worker_sqe() returns -ECANCELED, so a
+ * chain of operations that resubmits from its callbacks ends. Returns
+ * how many operations were in flight; when the last of them has run its
+ * callback, drained(owner, arg) runs on this worker, unless
+ * agr__worker_disown() was called for `owner` first. 0: nothing is in
+ * flight and drained will not run. A cancel request that finds the SQ
+ * full is not retried: the marked operations still end on their own.
+ */
+int agr__worker_cancel_owner(struct agr_worker *w, void *owner,
+			     agr__drained_fn drained, void *arg);
+
+/*
+ * Forgets `owner` (its memory may go): no drained call for it. Costs a
+ * walk of the in-flight list; call it only for a cancelled owner.
+ */
+void agr__worker_disown(struct agr_worker *w, const void *owner);
+
 /* ---- what runs now, for the watchdog ---- */
 
 /* True while somebody watches (agr_watchdog_start()). */

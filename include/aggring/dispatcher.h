@@ -188,9 +188,13 @@ AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
  * Stops now and returns without waiting: intake closes, queued messages
  * complete with AGR_DISCARDED on their workers, and the ring operations
  * of messages in progress are cancelled (their callbacks get
- * -ECANCELED; the message completes when its functions call
- * agr_exchange_done()). With owns_supplier, force-stops the supplier
- * too. Idempotent. Returns 0 or -EINVAL.
+ * -ECANCELED, or their real result if they had finished; the message
+ * completes when its functions call agr_exchange_done()). From then on,
+ * an agr_io_* call made from the callback of such an operation, on
+ * behalf of its message, is refused with -ECANCELED (or -ESHUTDOWN
+ * once the workers tear down), so a handler that resubmits from its
+ * own callbacks ends its chain within a hop or two. With owns_supplier,
+ * force-stops the supplier too. Idempotent. Returns 0 or -EINVAL.
  */
 AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d);
 
