@@ -7,8 +7,6 @@
 
 #include "fault.h"
 
-#include <aggring/metrics.h>
-
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>

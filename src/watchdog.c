@@ -9,7 +9,7 @@
  */
 #include "scheduler.h"
 
-#include <aggring/metrics.h>
+#include <aggring/watchdog.h>
 
 #include <stdlib.h>
 #include <string.h>
