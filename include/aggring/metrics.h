@@ -80,7 +80,7 @@ AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
  * Queue depth and latency series appear only for dispatchers that
  * measure them. A histogram bucket le="B" counts exactly the
  * observations <= B: the bounds are bucket ends of agr_histogram,
- * 2^k - 1 ns for k = 10 .. 36 (about 1 us to 69 s), written exactly.
+ * 2^k - 1 ns for k = 7 .. 36 (127 ns to about 69 s), written exactly.
  *
  * Like snprintf: writes at most `cap` bytes (NUL-terminated when
  * cap > 0) and returns the length the whole text needs, or -EINVAL
