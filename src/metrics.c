@@ -340,6 +340,11 @@ static int snapshot(agr_dispatcher *const *ds, size_t n,
 	int ret = 0;
 
 	for (i = 0; i < n && !ret; i++) {
+		if (!ds[i]) {
+			agr__log(AGR_LOG_ERROR, "agr_metrics_write_prometheus: "
+				 "ds[%zu] is NULL", i);
+			return -EINVAL;
+		}
 		ret = agr_dispatcher_metrics_get(ds[i], &ms[i]);
 		s = ret ? NULL : agr_dispatcher_scheduler(ds[i]);
 		if (s)
@@ -355,8 +360,11 @@ static int render(agr_dispatcher *const *ds, size_t n, struct out *o)
 	size_t i, nfs = 0;
 	int ret;
 
-	if (n && !ds)
+	if (n && !ds) {
+		agr__log(AGR_LOG_ERROR, "agr_metrics_write_prometheus: ds is "
+			 "NULL and n is %zu", n);
 		return -EINVAL;
+	}
 	ms = calloc(n ? n : 1, sizeof(*ms));
 	fs = calloc(n ? n : 1, sizeof(*fs));
 	ret = ms && fs ? snapshot(ds, n, ms, fs, &nfs) : -ENOMEM;
