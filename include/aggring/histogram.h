@@ -20,9 +20,9 @@ extern "C" {
  * sub-buckets per power of two, so a bucket's width is at most 1/8 of
  * its value). Bucket i counts the values from
  * agr_histogram_bucket_upper(i - 1) + 1 to agr_histogram_bucket_upper(i)
- * inclusive; every power of two 2^k (k >= 3) starts a bucket, so 2^k - 1
- * is the last value of the bucket before it. Values of about 2.4 hours
- * (2^43 ns) and more share the last bucket.
+ * inclusive; every power of two 2^k (3 <= k <= 42) starts a bucket, so
+ * 2^k - 1 is the last value of the bucket before it. Values of about
+ * 2.3 hours (15 x 2^39 ns) and more share the last bucket.
  */
 #define AGR_HISTOGRAM_BUCKETS 328
 
