@@ -59,23 +59,24 @@ AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
  * context and aggregate (the named aggregate):
  *
  * per dispatcher (label dispatcher):
- *   aggring_sends_total{result}	counter: messages given to a send,
- *	result "admitted" (send returned 0) or "refused" (-ESHUTDOWN,
- *	-EAGAIN)
- *   aggring_messages_total{outcome}	counter: admitted messages
- *	completed, outcome "handled", "failed", "skipped" or "discarded"
- *	(see agr_dispatcher_stats); admitted minus their sum is in flight
- *   aggring_queue_depth, aggring_deepest_group_depth	gauges (messages)
- *   aggring_queue_latency_seconds	histogram: send to first function
- *   aggring_processing_latency_seconds	histogram: first function to
- *	completion
- * per worker of each scheduler met (labels scheduler, its name, and
- * worker, its index; see agr_worker_metrics):
- *   aggring_worker_iterations_total, _doorbells_total, _items_total,
- *   _io_completions_total, _sq_full_total, _cq_overflows_total,
- *   _early_submits_total, _blocking_detected_total	counters
- *   aggring_worker_sleep_seconds_total, _running_seconds_total	counters
- *   aggring_worker_inflight_operations	gauge
+ *   aggring_sends_total{result}: counter of the messages given to a
+ *     send, result "admitted" (it returned 0) or "refused" (-ESHUTDOWN,
+ *     -EAGAIN);
+ *   aggring_messages_total{outcome}: counter of the admitted messages
+ *     completed, outcome "handled", "failed", "skipped" or "discarded"
+ *     (see agr_dispatcher_stats); admitted minus their sum is in flight;
+ *   aggring_queue_depth, aggring_deepest_group_depth: gauges, messages;
+ *   aggring_queue_latency_seconds: histogram, send to first function;
+ *   aggring_processing_latency_seconds: histogram, first function to
+ *     completion.
+ * per worker of each scheduler met, once however many dispatchers share
+ * it (labels scheduler, its name, and worker, its index; the fields of
+ * agr_worker_metrics):
+ *   counters aggring_worker_iterations_total, _doorbells_total,
+ *     _items_total, _io_completions_total, _sq_full_total,
+ *     _cq_overflows_total, _early_submits_total, _blocking_detected_total,
+ *     _sleep_seconds_total (blocked_ns), _running_seconds_total;
+ *   gauge aggring_worker_inflight_operations.
  *
  * Queue depth and latency series appear only for dispatchers that
  * measure them. A histogram bucket le="B" counts exactly the
