@@ -44,8 +44,11 @@ py() {
 pyhelpers='
 import json, socket, sys, time, urllib.parse, urllib.request
 
+# Loopback only: no http_proxy from the environment.
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
 def get(url):
-	with urllib.request.urlopen(url, timeout=10) as r:
+	with opener.open(url, timeout=10) as r:
 		return r.read().decode()
 
 def free_port():
