@@ -14,6 +14,8 @@
 #include <aggring/dispatcher.h>
 #include <aggring/composite.h>
 #include <aggring/runtime.h>
+#include <aggring/histogram.h>
+#include <aggring/watchdog.h>
 #include <aggring/metrics.h>
 #include <aggring/io.h>
 #include <aggring/placement.h>

@@ -29,6 +29,7 @@
 
 #include <aggring/dispatcher.h>
 #include <aggring/group_key.h>
+#include <aggring/metrics.h> /* agr_dispatcher_metrics_get */
 
 #define DRAIN_LIMIT 64 /* messages per activation, for fairness */
 #define BATCH_PREFETCH 8 /* messages fetched ahead by a batched send */

@@ -9,7 +9,7 @@
 
 #include "internal.h"
 
-#include <aggring/metrics.h>
+#include <aggring/histogram.h>
 
 struct agr__histogram {
 	atomic_uint_fast64_t count, sum_ns, max_ns;

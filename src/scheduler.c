@@ -7,8 +7,6 @@
 
 #include "util.h"
 
-#include <aggring/metrics.h> /* agr_worker_metrics */
-
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>

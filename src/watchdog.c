@@ -10,7 +10,7 @@
 #include "scheduler.h"
 #include "util.h"
 
-#include <aggring/metrics.h> /* agr_watchdog_start/stop */
+#include <aggring/watchdog.h>
 
 #include <string.h>
 

@@ -15,7 +15,7 @@
 #include "util.h"
 #include "wait.h"
 
-#include <aggring/metrics.h> /* agr_worker_metrics */
+#include <aggring/scheduler.h> /* agr_worker_metrics */
 
 #include <pthread.h>
 #include <sched.h>

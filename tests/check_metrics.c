@@ -1321,8 +1321,8 @@ END_TEST
  */
 #pragma GCC diagnostic ignored "-Wfloat-equal"
 
-#define MAX_FAMILIES 16
-#define MAX_SAMPLES 512
+#define MAX_FAMILIES 32
+#define MAX_SAMPLES 1024
 #define MAX_LABELS 8
 
 enum kind { K_PLAIN, K_BUCKET, K_SUM, K_COUNT };
@@ -1773,8 +1773,10 @@ static bool parse_exposition(struct expo *e, const char *text)
 
 /* ---- what aggring promises beyond the grammar ---- */
 
-static const char *const allowed_labels[] = { "context", "aggregate",
-					      "dispatcher", "outcome", "le" };
+static const char *const allowed_labels[] = {
+	"context", "aggregate", "dispatcher", "outcome", "result", "le",
+	"scheduler", "worker"
+};
 
 static bool label_allowed(const char *name)
 {
@@ -1787,8 +1789,9 @@ static bool label_allowed(const char *name)
 }
 
 /*
- * context, aggregate and dispatcher on every sample; no other label
- * but outcome (counters) and le; no aggregate id as any value.
+ * context and aggregate on every sample, with dispatcher or (worker
+ * figures) scheduler and worker; no other label but outcome or result
+ * (counters) and le; no aggregate id as any value.
  */
 static bool check_label_policy(struct expo *e, const char *const *agg_ids,
 			       size_t nids)
@@ -1801,9 +1804,11 @@ static bool check_label_policy(struct expo *e, const char *const *agg_ids,
 		x = &e->samples[i];
 		if (!label_value(x, "context") ||
 		    !label_value(x, "aggregate") ||
-		    !label_value(x, "dispatcher"))
+		    !label_value(x, "dispatcher") ==
+			    !(label_value(x, "scheduler") &&
+			      label_value(x, "worker")))
 			return reject(e, x->line, "a naming label is missing");
-		if (label_value(x, "outcome") &&
+		if ((label_value(x, "outcome") || label_value(x, "result")) &&
 		    strcmp(x->family->type, "counter") != 0)
 			return reject(e, x->line, "outcome off a counter");
 		for (j = 0; j < x->nlabels; j++) {
@@ -1833,6 +1838,8 @@ static const struct sample *find_sample(const struct expo *e,
 	for (i = 0; i < e->nsamples; i++) {
 		x = &e->samples[i];
 		v = label_value(x, "outcome");
+		if (!v)
+			v = label_value(x, "result");
 		if (strcmp(x->name, name) == 0 &&
 		    label_value(x, "dispatcher") &&
 		    strcmp(label_value(x, "dispatcher"), dispatcher) == 0 &&
@@ -1975,7 +1982,7 @@ static agr_dispatcher *pair_dispatcher(struct pair *p, const char *name,
 /*
  * ODD_NAME (Order, metrics on): 3 handled, 1 failed, 2 skipped;
  * "plain" (Cart, metrics off): 2 handled, 2 failed. Both then stop,
- * so that their figures no longer change.
+ * and their supplier's workers, so that their figures no longer change.
  */
 static void pair_setup(struct pair *p)
 {
@@ -1995,6 +2002,8 @@ static void pair_setup(struct pair *p)
 	wait_completed(&p->done, 10);
 	stop(p->ds[0]);
 	stop(p->ds[1]);
+	/* The workers end too: their running time no longer grows. */
+	ck_assert_int_eq(agr_supplier_stop_gracefully(p->sup, TU_LONG_NS), 0);
 }
 
 static void pair_teardown(struct pair *p)
@@ -2024,12 +2033,16 @@ static char *render(agr_dispatcher *const *ds, size_t n, int *len_out)
 static void assert_outcomes(struct expo *e, const char *dispatcher,
 			    const agr_dispatcher_stats *want)
 {
+	const char *const in = "aggring_sends_total";
 	const char *const m = "aggring_messages_total";
 
-	ck_assert(value_of(e, m, dispatcher, "admitted") ==
+	ck_assert(value_of(e, in, dispatcher, "admitted") ==
 		  (double)want->admitted);
-	ck_assert(value_of(e, m, dispatcher, "refused") ==
+	ck_assert(value_of(e, in, dispatcher, "refused") ==
 		  (double)want->refused);
+	/* Outcomes only: their sum counts each completed message once. */
+	ck_assert_ptr_null(find_sample(e, m, dispatcher, "admitted"));
+	ck_assert_ptr_null(find_sample(e, in, dispatcher, "handled"));
 	ck_assert(value_of(e, m, dispatcher, "handled") ==
 		  (double)want->handled);
 	ck_assert(value_of(e, m, dispatcher, "failed") ==
@@ -2038,6 +2051,85 @@ static void assert_outcomes(struct expo *e, const char *dispatcher,
 		  (double)want->skipped);
 	ck_assert(value_of(e, m, dispatcher, "discarded") ==
 		  (double)want->discarded);
+}
+
+static const struct sample *find_worker(const struct expo *e,
+					const char *name,
+					const char *scheduler, int index)
+{
+	const struct sample *x;
+	const char *s, *w;
+	int i;
+
+	for (i = 0; i < e->nsamples; i++) {
+		x = &e->samples[i];
+		s = label_value(x, "scheduler");
+		w = label_value(x, "worker");
+		if (strcmp(x->name, name) == 0 && s && w &&
+		    strcmp(s, scheduler) == 0 && atoi(w) == index)
+			return x;
+	}
+	return NULL;
+}
+
+static double worker_value(const struct expo *e, const char *name,
+			   const char *scheduler, int index)
+{
+	const struct sample *x = find_worker(e, name, scheduler, index);
+
+	ck_assert_msg(x != NULL, "no %s for %s worker %d", name, scheduler,
+		      index);
+	return x->value;
+}
+
+/*
+ * One series per worker of each scheduler, equal to the worker's own
+ * figures: the pair's workers have ended, so that these no longer move.
+ */
+static void assert_workers(struct expo *e, const struct pair *p)
+{
+	agr_scheduler *s;
+	agr_worker_metrics m;
+	const char *name;
+	const struct sample *x;
+	int d;
+
+	for (d = 0; d < 2; d++) {
+		s = agr_dispatcher_scheduler(p->ds[d]);
+		name = agr_scheduler_name(s);
+		ck_assert_int_eq(agr_scheduler_worker_metrics(s, 0, &m), 0);
+		ck_assert(worker_value(e, "aggring_worker_iterations_total",
+				       name, 0) == (double)m.iterations);
+		ck_assert(worker_value(e, "aggring_worker_items_total", name,
+				       0) == (double)m.items);
+		ck_assert(worker_value(e, "aggring_worker_doorbells_total",
+				       name, 0) == (double)m.doorbells);
+		ck_assert(worker_value(e,
+				       "aggring_worker_io_completions_total",
+				       name, 0) == (double)m.io_completions);
+		ck_assert(worker_value(e, "aggring_worker_sq_full_total", name,
+				       0) == (double)m.sq_full);
+		ck_assert(worker_value(e, "aggring_worker_early_submits_total",
+				       name, 0) == (double)m.early_submits);
+		ck_assert(fabs(worker_value(e,
+					    "aggring_worker_sleep_seconds_total",
+					    name, 0) -
+			       (double)m.blocked_ns / 1e9) < 1e-9);
+		ck_assert(worker_value(e, "aggring_worker_inflight_operations",
+				       name, 0) == m.inflight);
+		ck_assert_uint_gt(m.items, 0);
+		ck_assert_ptr_null(find_worker(e,
+					       "aggring_worker_items_total",
+					       name, 1));
+		x = find_worker(e, "aggring_worker_items_total", name, 0);
+		ck_assert_str_eq(label_value(x, "context"), "sales");
+		ck_assert_str_eq(label_value(x, "aggregate"),
+				 d ? "Cart" : "Order");
+	}
+	ck_assert_str_eq(type_of(e, "aggring_worker_inflight_operations"),
+			 "gauge");
+	ck_assert_str_eq(type_of(e, "aggring_worker_sleep_seconds_total"),
+			 "counter");
 }
 
 START_TEST(prometheus_text_passes_a_strict_reader)
@@ -2058,6 +2150,7 @@ START_TEST(prometheus_text_passes_a_strict_reader)
 	ck_assert_msg(check_label_policy(e, pair_ids, ARRAY_SIZE(pair_ids)),
 		      "%s in:\n%s", e->error, text);
 
+	ck_assert_str_eq(type_of(e, "aggring_sends_total"), "counter");
 	ck_assert_str_eq(type_of(e, "aggring_messages_total"), "counter");
 	ck_assert_str_eq(type_of(e, "aggring_queue_depth"), "gauge");
 	ck_assert_str_eq(type_of(e, "aggring_deepest_group_depth"), "gauge");
@@ -2095,6 +2188,7 @@ START_TEST(prometheus_text_passes_a_strict_reader)
 	ck_assert_str_eq(label_value(x, "aggregate"), "Order");
 	x = find_sample(e, "aggring_messages_total", "plain", "handled");
 	ck_assert_str_eq(label_value(x, "aggregate"), "Cart");
+	assert_workers(e, &p);
 	free(text);
 
 	/* No dispatcher: the families alone, still well formed. */

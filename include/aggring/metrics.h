@@ -1,9 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * aggring/metrics.h - what to observe before tuning: queueing and
- * processing latency per named aggregate, outcome counters, queue
- * depth, per-worker loop figures, and a detector of handlers that block
- * their worker.
+ * processing latency per named aggregate, intake and outcome counters,
+ * queue depth, and their Prometheus exposition. It includes the lower
+ * headers of the other figures: the histogram (aggring/histogram.h),
+ * the per-worker loop figures (aggring/scheduler.h) and the detector of
+ * handlers that block their worker (aggring/watchdog.h).
  *
  * Recording is lock-free and allocation-free on the workers. Dispatcher
  * latency histograms are off unless agr_dispatcher_options.metrics is
@@ -13,43 +15,19 @@
 #ifndef AGGRING_METRICS_H
 #define AGGRING_METRICS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include <aggring/common.h>
 #include <aggring/dispatcher.h>
-#include <aggring/scheduler.h>
+#include <aggring/histogram.h>
+#include <aggring/scheduler.h> /* agr_worker_metrics */
+#include <aggring/watchdog.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/*
- * Log-bucketed latency histogram in nanoseconds (HDR-style: 8 linear
- * sub-buckets per power of two, so a bucket's width is at most 1/8 of
- * its value). Values of about 2.3 hours and more share the last bucket.
- */
-#define AGR_HISTOGRAM_BUCKETS 328
-
-typedef struct agr_histogram {
-	uint64_t count;
-	uint64_t sum_ns;
-	uint64_t max_ns;
-	uint64_t buckets[AGR_HISTOGRAM_BUCKETS];
-} agr_histogram;
-
-/* Index of the bucket that counts `ns`. */
-AGR_API int agr_histogram_bucket_of(uint64_t ns);
-/* Largest value counted by bucket `i`; 0 if `i` is out of range. */
-AGR_API uint64_t agr_histogram_bucket_upper(int i);
-/*
- * The value at percentile `p` (0 < p <= 100): the upper bound of the
- * bucket holding it, never more than max_ns. 0 for an empty histogram.
- */
-AGR_API uint64_t agr_histogram_percentile(const agr_histogram *h, double p);
-/* Adds `from` into `into`. */
-AGR_API void agr_histogram_merge(agr_histogram *into,
-				 const agr_histogram *from);
 
 /* One dispatcher's figures. Strings stay valid while the dispatcher. */
 typedef struct agr_dispatcher_metrics {
@@ -73,50 +51,50 @@ typedef struct agr_dispatcher_metrics {
 AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
 				       agr_dispatcher_metrics *out);
 
-/* One worker's loop. */
-typedef struct agr_worker_metrics {
-	uint64_t iterations;	  /* turns of the event loop */
-	uint64_t doorbells;	  /* MSG_RING wake-up completions */
-	uint64_t items;		  /* tasks and group activations run */
-	uint64_t io_completions;  /* CQEs of agr_io_* operations */
-	uint64_t blocked_ns;	  /* asleep in io_uring_submit_and_wait */
-	uint64_t running_ns;	  /* the rest of the loop's life */
-	uint64_t sq_full;	  /* SQ found full, flushed and retried */
-	uint64_t cq_overflow;	  /* CQ overflow seen (kernel kept CQEs) */
-	uint64_t early_submits;	  /* submits before the turn ended, each
-				   * of AGR_SUBMIT_BATCH prepared SQEs */
-	uint64_t blocking_detected; /* handlers over the threshold */
-	int inflight;		  /* operations in the kernel now */
-} agr_worker_metrics;
-
-/* Snapshot of worker `index` of `s`. Returns 0 or -EINVAL. */
-AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,
-					 agr_worker_metrics *out);
-
 /*
- * Blocking detector: a watchdog thread that reports, through the log
- * hook and the workers' blocking_detected counters, every handler or
- * task that has held its worker longer than `threshold_ns` (0: the
- * default, 100 ms), naming the dispatcher, group and message type.
- * Each run is reported once. Applies to every worker of the process.
- * Returns 0, -EINVAL, -ENOMEM or -EAGAIN (no thread).
- */
-AGR_API int agr_watchdog_start(uint64_t threshold_ns);
-/* Stops the watchdog and joins its thread; no-op if not running. */
-AGR_API void agr_watchdog_stop(void);
-
-/*
- * Writes the metrics of dispatchers ds[0..n) in the Prometheus text
- * exposition format (version 0.0.4) with labels context, aggregate,
- * dispatcher and, for counters, outcome. Queue depth and latency series
- * appear only for dispatchers that measure them. Like snprintf: writes at most
- * `cap` bytes (NUL-terminated when cap > 0) and returns the length the
- * whole text needs, or -EINVAL.
+ * Writes the metrics of dispatchers ds[0..n) and of their schedulers'
+ * workers in the Prometheus text exposition format (version 0.0.4).
+ * Any thread may call it while the dispatchers are not freed. Units are
+ * seconds; counters end in _total. Families, and their labels beyond
+ * context and aggregate (the named aggregate):
+ *
+ * per dispatcher (label dispatcher):
+ *   aggring_sends_total{result}: counter of the messages given to a
+ *     send, result "admitted" (it returned 0) or "refused" (-ESHUTDOWN,
+ *     -EAGAIN);
+ *   aggring_messages_total{outcome}: counter of the admitted messages
+ *     completed, outcome "handled", "failed", "skipped" or "discarded"
+ *     (see agr_dispatcher_stats); admitted minus their sum is in flight;
+ *   aggring_queue_depth, aggring_deepest_group_depth: gauges, messages;
+ *   aggring_queue_latency_seconds: histogram, send to first function;
+ *   aggring_processing_latency_seconds: histogram, first function to
+ *     completion.
+ * per worker of each scheduler met, once however many dispatchers share
+ * it (labels scheduler, its name, and worker, its index; the fields of
+ * agr_worker_metrics):
+ *   counters aggring_worker_iterations_total, _doorbells_total,
+ *     _items_total, _io_completions_total, _sq_full_total,
+ *     _cq_overflows_total, _early_submits_total, _blocking_detected_total,
+ *     _sleep_seconds_total (blocked_ns), _running_seconds_total;
+ *   gauge aggring_worker_inflight_operations.
+ *
+ * Queue depth and latency series appear only for dispatchers that
+ * measure them. A histogram bucket le="B" counts exactly the
+ * observations <= B: the bounds are bucket ends of agr_histogram,
+ * 2^k - 1 ns for k = 7 .. 36 (127 ns to about 69 s), written exactly.
+ *
+ * Like snprintf: writes at most `cap` bytes (NUL-terminated when
+ * cap > 0) and returns the length the whole text needs, or -EINVAL
+ * (NULL `ds` with n > 0, a NULL dispatcher), -ENOMEM, -EOVERFLOW.
  */
 AGR_API int agr_metrics_write_prometheus(agr_dispatcher *const *ds, size_t n,
 					 char *buf, size_t cap);
 
-/* The same text written to `fd`; returns 0 or a negative errno. */
+/*
+ * The same text written to `fd` with write(2) until all of it is
+ * written: it blocks as the fd does (a non-blocking fd may fail with
+ * -EAGAIN after a part). Returns 0 or a negative errno.
+ */
 AGR_API int agr_metrics_write_prometheus_fd(agr_dispatcher *const *ds,
 					    size_t n, int fd);
 
