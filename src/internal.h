@@ -77,6 +77,21 @@ static inline struct timespec agr__timespec_of(uint64_t abs_ns)
 	return ts;
 }
 
+/* Nanoseconds from now until the absolute `deadline_ns`; 0 once past. */
+static inline uint64_t agr__time_left(uint64_t deadline_ns)
+{
+	uint64_t now = agr__now_ns();
+
+	return deadline_ns > now ? deadline_ns - now : 0;
+}
+
+/* Keeps the first error of a sequence that goes on past errors. */
+static inline void agr__keep_first(int *first, int ret)
+{
+	if (ret < 0 && *first == 0)
+		*first = ret;
+}
+
 static inline void agr__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

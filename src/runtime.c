@@ -88,19 +88,6 @@ struct agr_runtime {
 	agr__magic magic; /* handle.h */
 };
 
-static uint64_t time_left(uint64_t deadline)
-{
-	uint64_t now = agr__now_ns();
-
-	return deadline > now ? deadline - now : 0;
-}
-
-static void keep_first(int *first, int ret)
-{
-	if (ret < 0 && *first == 0)
-		*first = ret;
-}
-
 /* ---- leases ---- */
 
 static void slot_init(struct slot *s, struct agr_runtime *rt)
@@ -246,7 +233,7 @@ static int dispatcher_quiesce(void *self)
 
 static int dispatcher_stop(void *self, uint64_t deadline)
 {
-	return agr_dispatcher_stop_gracefully(self, time_left(deadline));
+	return agr_dispatcher_stop_gracefully(self, agr__time_left(deadline));
 }
 
 static int dispatcher_force(void *self)
@@ -267,7 +254,7 @@ static int composite_quiesce(void *self)
 
 static int composite_stop(void *self, uint64_t deadline)
 {
-	return agr_composite_stop_gracefully(self, time_left(deadline));
+	return agr_composite_stop_gracefully(self, agr__time_left(deadline));
 }
 
 static int composite_force(void *self)
@@ -432,8 +419,8 @@ AGR_API int agr_runtime_add_composite(agr_runtime *rt, agr_composite *comp)
 
 	if (!rt || !comp)
 		return -EINVAL;
-	ds[0] = agr_composite_state_event(comp);
-	ds[1] = agr_composite_event_stream(comp);
+	ds[0] = agr_composite_event_stream(comp);
+	ds[1] = agr_composite_state_event(comp);
 	c = new_component(rt, agr_composite_name(comp),
 			  AGR_COMPONENT_COMPOSITE, &composite_ops, comp);
 	if (!c)
@@ -606,7 +593,7 @@ static int force_and_finish(struct agr_runtime *rt, int cause)
 	pthread_mutex_unlock(&rt->lock);
 
 	while (n-- > 0)
-		keep_first(&first, force_one(rt, rt->comps[n]));
+		agr__keep_first(&first, force_one(rt, rt->comps[n]));
 
 	pthread_mutex_lock(&rt->lock);
 	publish_locked(rt, result);
@@ -924,8 +911,8 @@ static void fill_component_locked(struct component *c,
 	if (c->kind == AGR_COMPONENT_DISPATCHER) {
 		add_stats(r, c->self);
 	} else if (c->kind == AGR_COMPONENT_COMPOSITE) {
-		add_stats(r, agr_composite_state_event(c->self));
 		add_stats(r, agr_composite_event_stream(c->self));
+		add_stats(r, agr_composite_state_event(c->self));
 	}
 	r->in_flight = slot_count(&c->slot);
 	r->in_flight_at_deadline = c->in_flight_at_deadline;

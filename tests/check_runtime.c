@@ -1037,12 +1037,12 @@ START_TEST(composite_takes_its_place_in_the_order)
 {
 	static const char *const expected[] = {
 		"quiesce:first",
-		"composite:quiesce:state",
-		"composite:quiesce:domain",
-		"quiesce:last",
-		"stop:last",
 		"composite:close:domain",
 		"composite:close:state",
+		"quiesce:last",
+		"stop:last",
+		"composite:stop:state",
+		"composite:stop:domain",
 		"composite:stop:scheduler",
 		"stop:first",
 	};
