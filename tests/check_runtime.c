@@ -1612,6 +1612,42 @@ START_TEST(deadline_suppresses_force_failures)
 END_TEST
 
 /*
+ * WowRuntimeTest: "graceful failure remains primary when a later
+ * component reaches the deadline" (_i == 0) and "explicit force retains
+ * a graceful failure observed before a later stop hangs" (_i == 1).
+ */
+START_TEST(graceful_failure_stays_primary)
+{
+	agr_runtime *rt = new_runtime(_i == 0 ? 300 * MS : TU_LONG_NS, 0);
+	struct probe first, second;
+	agr_runtime_report r;
+	struct stopper sp;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.mode = STOP_BLOCKS_UNTIL_FORCED;
+	second.stop_ret = -EIO; /* stopped first */
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	stopper_start(&sp, rt);
+	ck_assert(tu_latch_wait(&first.stop_entered, TU_LONG_NS));
+	if (_i == 1)
+		ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
+	ck_assert_int_eq(stopper_join(&sp), -EIO);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -EIO);
+	ck_assert_int_eq(r.deadline_passed, _i == 0);
+	ck_assert_uint_eq(r.nsuppressed, _i == 0 ? 1 : 0);
+	if (_i == 0)
+		ck_assert_int_eq(r.suppressed[0], -ETIMEDOUT);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
  * WowRuntimeTest: "runtime component failure terminates the complete
  * runtime" and "fatal failure escalates an ordinary quiet shutdown
  * immediately": a failure reported while a stop waits out a long quiet
@@ -1834,6 +1870,7 @@ static Suite *suite(void)
 	tcase_add_test(ref, blocked_start_is_forced_by_the_deadline);
 	tcase_add_test(ref, blocked_quiesce_is_forced_and_compensated);
 	tcase_add_test(ref, deadline_suppresses_force_failures);
+	tcase_add_loop_test(ref, graceful_failure_stays_primary, 0, 2);
 	tcase_add_test(ref, reported_failure_terminates_the_runtime);
 	tcase_add_test(ref, runtime_starts_dispatchers_and_composites);
 	tcase_add_test(ref, composite_domain_start_failure_fails_startup);
