@@ -19,17 +19,17 @@
 #include <aggring/composite.h>
 
 /* Children in start and quiesce order; stops walk it backwards. */
-enum { STATE, DOMAIN, NCHILDREN };
+enum { DOMAIN, STATE, NCHILDREN };
 
-static const char *const child_label[NCHILDREN] = { "state", "domain" };
-static const char *const start_step[NCHILDREN] = { "start:state",
-						   "start:domain" };
-static const char *const quiesce_step[NCHILDREN] = { "quiesce:state",
-						     "quiesce:domain" };
-static const char *const close_step[NCHILDREN] = { "close:state",
-						   "close:domain" };
-static const char *const force_step[NCHILDREN] = { "force:state",
-						   "force:domain" };
+static const char *const child_label[NCHILDREN] = { "domain", "state" };
+static const char *const start_step[NCHILDREN] = { "start:domain",
+						   "start:state" };
+static const char *const close_step[NCHILDREN] = { "close:domain",
+						   "close:state" };
+static const char *const stop_step[NCHILDREN] = { "stop:domain",
+						  "stop:state" };
+static const char *const force_step[NCHILDREN] = { "force:domain",
+						   "force:state" };
 
 struct agr_composite {
 	char *name;
@@ -39,6 +39,7 @@ struct agr_composite {
 	agr_dispatcher *children[NCHILDREN];
 	agr_composite_step_fn on_step;
 	void *step_arg;
+	atomic_bool quiesced; /* the close hooks fired */
 	atomic_bool force_requested;
 	agr__magic magic; /* handle.h */
 };
@@ -47,20 +48,6 @@ static void trace(const struct agr_composite *c, const char *step)
 {
 	if (c->on_step)
 		c->on_step(step, c->step_arg);
-}
-
-/* Keeps the first error of a sequence that goes on past errors. */
-static void keep_first(int *first, int ret)
-{
-	if (ret < 0 && *first == 0)
-		*first = ret;
-}
-
-static uint64_t remaining(uint64_t deadline)
-{
-	uint64_t now = agr__now_ns();
-
-	return deadline > now ? deadline - now : 0;
 }
 
 /* ---- creation ---- */
@@ -124,13 +111,14 @@ AGR_API int agr_composite_new(const agr_composite_options *o,
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;
+	atomic_init(&c->quiesced, false);
 	atomic_init(&c->force_requested, false);
 	c->name = strdup(o->name);
 	ret = c->name ? 0 : -ENOMEM;
 	if (!ret)
-		ret = new_child(c, STATE, &o->state_event, o);
-	if (!ret)
 		ret = new_child(c, DOMAIN, &o->event_stream, o);
+	if (!ret)
+		ret = new_child(c, STATE, &o->state_event, o);
 	if (ret) {
 		free_children(c);
 		free(c->name);
@@ -165,6 +153,7 @@ AGR_API const char *agr_composite_name(const agr_composite *c)
 
 /* ---- lifecycle ---- */
 
+/* In child order; a child that fails keeps the later ones from starting. */
 AGR_API int agr_composite_start(agr_composite *c)
 {
 	int i, ret;
@@ -180,15 +169,19 @@ AGR_API int agr_composite_start(agr_composite *c)
 	return 0;
 }
 
+/* The first call closes each child's intake, firing its close hook. */
 AGR_API int agr_composite_quiesce(agr_composite *c)
 {
 	int i, first = 0;
 
 	if (!c)
 		return -EINVAL;
+	if (atomic_exchange(&c->quiesced, true))
+		return 0;
 	for (i = 0; i < NCHILDREN; i++) {
-		trace(c, quiesce_step[i]);
-		keep_first(&first, agr_dispatcher_quiesce(c->children[i]));
+		trace(c, close_step[i]);
+		agr__keep_first(&first,
+				agr_dispatcher_quiesce(c->children[i]));
 	}
 	return first;
 }
@@ -201,18 +194,19 @@ AGR_API int agr_composite_stop_gracefully(agr_composite *c,
 
 	if (!c)
 		return -EINVAL;
+	agr__keep_first(&first, agr_composite_quiesce(c));
 	for (i = NCHILDREN; i-- > 0;) {
-		trace(c, close_step[i]);
-		keep_first(&first,
-			   agr_dispatcher_stop_gracefully(c->children[i],
-							  remaining(deadline)));
+		trace(c, stop_step[i]);
+		agr__keep_first(&first, agr_dispatcher_stop_gracefully(
+						c->children[i],
+						agr__time_left(deadline)));
 	}
 	/* A force stop owns the supplier's end from the moment it began. */
 	if (c->owns_supplier && !atomic_load(&c->force_requested)) {
 		trace(c, "stop:scheduler");
-		keep_first(&first,
-			   agr_supplier_stop_gracefully(c->supplier,
-							remaining(deadline)));
+		agr__keep_first(&first, agr_supplier_stop_gracefully(
+						c->supplier,
+						agr__time_left(deadline)));
 	}
 	return first;
 }
@@ -227,11 +221,12 @@ AGR_API int agr_composite_force_stop(agr_composite *c)
 		return 0;
 	for (i = NCHILDREN; i-- > 0;) {
 		trace(c, force_step[i]);
-		keep_first(&first, agr_dispatcher_force_stop(c->children[i]));
+		agr__keep_first(&first,
+				agr_dispatcher_force_stop(c->children[i]));
 	}
 	if (c->owns_supplier) {
 		trace(c, "force:scheduler");
-		keep_first(&first, agr_supplier_force_stop(c->supplier));
+		agr__keep_first(&first, agr_supplier_force_stop(c->supplier));
 	}
 	return first;
 }

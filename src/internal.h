@@ -47,6 +47,13 @@ static inline void agr__bump(atomic_uint_fast64_t *c)
 void agr__log(agr_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* Keeps the first error of a sequence that goes on past errors. */
+static inline void agr__keep_first(int *first, int ret)
+{
+	if (ret < 0 && *first == 0)
+		*first = ret;
+}
+
 static inline void agr__cpu_relax(void)
 {
 #if defined(__x86_64__) || defined(__i386__)

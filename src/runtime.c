@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime.c - components in registration order, admission leases, and
- * the graceful stop under one global deadline (the reference's Runtime
- * Lifecycle).
+ * runtime.c - components in registration order, admission leases, the
+ * startup behind a readiness barrier, and the graceful stop under one
+ * global deadline (the reference's WowRuntime).
  *
  * Leases. Each component has a lease slot: one atomic word holding the
  * number of leases and two flags. CLOSED refuses new leases; WATCH
@@ -21,6 +21,16 @@
  * flag, `forcing`, claims that terminal force, so it happens once,
  * whoever gets there first: the deadline, a failure, or
  * agr_runtime_force_stop().
+ *
+ * Startup runs on the caller of agr_runtime_start(). A failure, a stop
+ * or a force during it makes the loop stop at the next step; the stop
+ * thread, started by whoever began the stop, first waits for the loop
+ * to leave the component it is in (under the deadline), and then runs
+ * the same sequence over the components the startup entered.
+ *
+ * A component forced while one of its steps runs is forced once more
+ * when that step returns (the reference's compensation): what the step
+ * took after the first force is released too.
  */
 #include "dispatcher.h"
 #include "handle.h"
@@ -52,11 +62,21 @@ struct component {
 	agr_component_ops ops;
 	void *self; /* the dispatcher, the composite, or the user's */
 
+	/* Guarded by the runtime's lock. */
+	bool in_step;	       /* one of its steps is running */
+	bool force_started;
+	bool force_done;       /* the first force_stop returned */
+	bool force_overlapped; /* ... and began while a step ran */
+	bool compensated;      /* the second force_stop is claimed */
+
 	/* The report; guarded by the runtime's lock. */
 	uint64_t in_flight_at_deadline;
 	uint64_t quiesce_ns, stop_ns, force_ns;
+	int prepare_result, start_result;
 	int quiesce_result, stop_result, force_result;
+	bool prepare_ran, start_ran;
 	bool quiesce_ran, stop_ran, force_ran;
+	unsigned force_calls;
 };
 
 struct agr_runtime {
@@ -73,34 +93,37 @@ struct agr_runtime {
 	pthread_cond_t cond;
 	struct component **comps;
 	size_t ncomps, cap;
+	/*
+	 * The components the graceful steps visit: comps[0..nentered).
+	 * All of them unless agr_runtime_start() was called; then those
+	 * whose prepare began (a prefix, in registration order).
+	 */
+	size_t nentered;
 	agr_runtime_state state;
-	bool began;	   /* agr_runtime_stop() started the sequence */
+	bool start_called; /* agr_runtime_start() ran; the list is fixed */
+	bool starting;	   /* its loop is still calling components */
+	bool cleanup_phase; /* the startup failed; the stop cleans up */
+	bool began;	   /* the stop sequence began */
+	bool rollback;	   /* ... to undo a failed startup */
+	bool admission_closed;
 	bool thread_started;
 	bool abandoned;	   /* the stop thread calls no more components */
 	bool forcing;	   /* the terminal force is claimed */
 	bool finished;	   /* `result` is final */
+	bool cleanup_failed; /* a step of the stop sequence failed */
 	bool deadline_passed;
 	pthread_t thread;
 	uint64_t zero_events; /* watched slots emptied */
 	uint64_t began_ns, deadline_ns;
 	uint64_t closed_ns, quiesced_ns, drained_ns, finished_ns;
-	int first_error;
+	int first_error;    /* the primary failure */
+	int suppressed[AGR_RUNTIME_MAX_SUPPRESSED]; /* the later ones */
+	size_t nsuppressed; /* every later one, even beyond the array */
+	int startup_result; /* what agr_runtime_start() returned */
+	int cleanup_result; /* the first failure while cleaning up */
 	int result;
 	agr__magic magic; /* handle.h */
 };
-
-static uint64_t time_left(uint64_t deadline)
-{
-	uint64_t now = agr__now_ns();
-
-	return deadline > now ? deadline - now : 0;
-}
-
-static void keep_first(int *first, int ret)
-{
-	if (ret < 0 && *first == 0)
-		*first = ret;
-}
 
 /* ---- leases ---- */
 
@@ -191,12 +214,13 @@ static void set_lease_flags_locked(struct agr_runtime *rt,
 		atomic_fetch_or(&rt->comps[i]->slot.word, flags);
 }
 
-static uint64_t active_locked(struct agr_runtime *rt)
+/* Leases held by the user and by comps[0..ncomps). */
+static uint64_t active_locked(struct agr_runtime *rt, size_t ncomps)
 {
 	uint64_t n = slot_count(&rt->user);
 	size_t i;
 
-	for (i = 0; i < rt->ncomps; i++)
+	for (i = 0; i < ncomps; i++)
 		n += slot_count(&rt->comps[i]->slot);
 	return n;
 }
@@ -247,7 +271,7 @@ static int dispatcher_quiesce(void *self)
 
 static int dispatcher_stop(void *self, uint64_t deadline)
 {
-	return agr_dispatcher_stop_gracefully(self, time_left(deadline));
+	return agr_dispatcher_stop_gracefully(self, agr__time_left(deadline));
 }
 
 static int dispatcher_force(void *self)
@@ -255,10 +279,17 @@ static int dispatcher_force(void *self)
 	return agr_dispatcher_force_stop(self);
 }
 
+static int dispatcher_start(void *self)
+{
+	return agr_dispatcher_start(self);
+}
+
+/* A new dispatcher already admits and parks messages: no prepare. */
 static const agr_component_ops dispatcher_ops = {
 	.quiesce = dispatcher_quiesce,
 	.stop_gracefully = dispatcher_stop,
 	.force_stop = dispatcher_force,
+	.start = dispatcher_start,
 };
 
 static int composite_quiesce(void *self)
@@ -268,7 +299,7 @@ static int composite_quiesce(void *self)
 
 static int composite_stop(void *self, uint64_t deadline)
 {
-	return agr_composite_stop_gracefully(self, time_left(deadline));
+	return agr_composite_stop_gracefully(self, agr__time_left(deadline));
 }
 
 static int composite_force(void *self)
@@ -276,10 +307,16 @@ static int composite_force(void *self)
 	return agr_composite_force_stop(self);
 }
 
+static int composite_start(void *self)
+{
+	return agr_composite_start(self);
+}
+
 static const agr_component_ops composite_ops = {
 	.quiesce = composite_quiesce,
 	.stop_gracefully = composite_stop,
 	.force_stop = composite_force,
+	.start = composite_start,
 };
 
 static struct component *new_component(struct agr_runtime *rt,
@@ -332,7 +369,9 @@ static bool is_registered_locked(struct agr_runtime *rt, const void *obj)
 
 static int open_for_registration_locked(struct agr_runtime *rt)
 {
-	return rt->began || rt->forcing ? -ESHUTDOWN : 0;
+	if (rt->began || rt->forcing)
+		return -ESHUTDOWN;
+	return rt->start_called ? -EBUSY : 0;
 }
 
 static int append_locked(struct agr_runtime *rt, struct component *c)
@@ -433,8 +472,8 @@ AGR_API int agr_runtime_add_composite(agr_runtime *rt, agr_composite *comp)
 
 	if (!rt || !comp)
 		return -EINVAL;
-	ds[0] = agr_composite_state_event(comp);
-	ds[1] = agr_composite_event_stream(comp);
+	ds[0] = agr_composite_event_stream(comp);
+	ds[1] = agr_composite_state_event(comp);
 	c = new_component(rt, agr_composite_name(comp),
 			  AGR_COMPONENT_COMPOSITE, &composite_ops, comp);
 	if (!c)
@@ -487,7 +526,7 @@ AGR_API uint64_t agr_runtime_active(agr_runtime *rt)
 	if (!rt)
 		return 0;
 	pthread_mutex_lock(&rt->lock);
-	n = active_locked(rt);
+	n = active_locked(rt, rt->ncomps);
 	pthread_mutex_unlock(&rt->lock);
 	return n;
 }
@@ -517,8 +556,30 @@ static void set_state_locked(struct agr_runtime *rt, agr_runtime_state s)
 	pthread_cond_broadcast(&rt->cond);
 }
 
-/* A component's step failed: logged, and the stop's result unless
- * an earlier failure or the terminal force came first. */
+/*
+ * The first failure is primary; later ones are kept as suppressed, the
+ * first AGR_RUNTIME_MAX_SUPPRESSED of them in order. Once the result is
+ * published it is sealed: nothing changes it any more.
+ */
+static void record_failure_locked(struct agr_runtime *rt, int ret)
+{
+	if (ret >= 0 || rt->finished)
+		return;
+	if (rt->cleanup_phase && rt->cleanup_result == 0)
+		rt->cleanup_result = ret;
+	if (rt->first_error == 0) {
+		rt->first_error = ret;
+		return;
+	}
+	if (rt->nsuppressed < AGR_RUNTIME_MAX_SUPPRESSED)
+		rt->suppressed[rt->nsuppressed] = ret;
+	rt->nsuppressed++;
+}
+
+/*
+ * A step of the stop sequence failed: logged, and recorded unless the
+ * terminal force came first (a step it cut short may fail for that).
+ */
 static void note_failure_locked(struct agr_runtime *rt,
 				const struct component *c, const char *step,
 				int ret)
@@ -528,8 +589,10 @@ static void note_failure_locked(struct agr_runtime *rt,
 	/* The number: a component of the user's may return any errno. */
 	agr__log(AGR_LOG_ERROR, "runtime: %s of \"%s\" failed (error %d)",
 		 step, c->name, ret);
-	if (!rt->forcing && rt->first_error == 0)
-		rt->first_error = ret;
+	if (rt->forcing)
+		return;
+	rt->cleanup_failed = true;
+	record_failure_locked(rt, ret);
 }
 
 static void note_deadline_locked(struct agr_runtime *rt)
@@ -550,6 +613,17 @@ static void note_deadline_locked(struct agr_runtime *rt)
 		 (unsigned long long)in_flight, rt->ncomps);
 }
 
+/* Later leases are refused: senders get -ESHUTDOWN and redeliver. */
+static void close_admission_locked(struct agr_runtime *rt)
+{
+	if (rt->admission_closed)
+		return;
+	set_lease_flags_locked(rt, LEASE_WATCH | LEASE_CLOSED);
+	rt->admission_closed = true;
+	rt->closed_ns = agr__now_ns();
+	pthread_cond_broadcast(&rt->cond);
+}
+
 static void publish_locked(struct agr_runtime *rt, int result)
 {
 	rt->result = result;
@@ -558,35 +632,121 @@ static void publish_locked(struct agr_runtime *rt, int result)
 	set_state_locked(rt, AGR_RUNTIME_STOPPED);
 }
 
-/* ---- the terminal force ---- */
+/* ---- force stops, with their compensation ---- */
 
-static int force_one(struct agr_runtime *rt, struct component *c)
+/* The second force, once both the first and the step it cut returned. */
+static bool claim_compensation_locked(struct component *c)
+{
+	if (!c->force_overlapped || !c->force_done || c->in_step ||
+	    c->compensated)
+		return false;
+	c->compensated = true;
+	return true;
+}
+
+static int call_force(struct agr_runtime *rt, struct component *c)
 {
 	uint64_t t0 = agr__now_ns();
 	int ret = c->ops.force_stop ? c->ops.force_stop(c->self) : 0;
 
 	pthread_mutex_lock(&rt->lock);
-	c->force_ran = true;
-	c->force_ns = agr__now_ns() - t0;
-	c->force_result = ret;
-	if (ret < 0)
+	if (c->force_calls++ == 0)
+		c->force_result = ret;
+	c->force_ns += agr__now_ns() - t0;
+	if (ret < 0) {
 		agr__log(AGR_LOG_ERROR,
 			 "runtime: force stop of \"%s\" failed (error %d)",
 			 c->name, ret);
+		record_failure_locked(rt, ret);
+	}
 	pthread_mutex_unlock(&rt->lock);
 	return ret;
 }
 
+/* Forces `c` once (plus its compensation); 0 if it was forced before. */
+static int force_one(struct agr_runtime *rt, struct component *c)
+{
+	bool again;
+	int ret;
+
+	pthread_mutex_lock(&rt->lock);
+	if (c->force_started) {
+		pthread_mutex_unlock(&rt->lock);
+		return 0;
+	}
+	c->force_started = true;
+	c->force_ran = true;
+	c->force_overlapped = c->in_step;
+	pthread_mutex_unlock(&rt->lock);
+
+	ret = call_force(rt, c);
+	pthread_mutex_lock(&rt->lock);
+	c->force_done = true;
+	again = claim_compensation_locked(c);
+	pthread_mutex_unlock(&rt->lock);
+	if (again)
+		agr__keep_first(&ret, call_force(rt, c));
+	return ret;
+}
+
+enum step_kind { STEP_GRACEFUL, STEP_PREPARE, STEP_START };
+
+static bool startup_continues_locked(const struct agr_runtime *rt)
+{
+	return !rt->began && !rt->forcing && rt->first_error == 0;
+}
+
+/*
+ * Marks a step of `c` begun: refused (-ECANCELED) once `c` is being
+ * forced, once the sequence is abandoned (so that after the terminal
+ * force began no component sees a further graceful step), and for a
+ * startup step once the startup has failed or a stop came. A prepare
+ * that begins makes `c` one the stop visits. *result reads -EINPROGRESS
+ * in the report until the step returns.
+ */
+static int claim_step(struct agr_runtime *rt, struct component *c,
+		      enum step_kind kind, bool *ran, int *result)
+{
+	bool open;
+
+	pthread_mutex_lock(&rt->lock);
+	open = !rt->abandoned && !c->force_started &&
+	       (kind == STEP_GRACEFUL || startup_continues_locked(rt));
+	if (open) {
+		if (kind == STEP_PREPARE)
+			rt->nentered++;
+		c->in_step = true;
+		*ran = true;
+		*result = -EINPROGRESS;
+	}
+	pthread_mutex_unlock(&rt->lock);
+	return open ? 0 : -ECANCELED;
+}
+
+/* The step returned: if a force overlapped it, force once more. */
+static void end_step(struct agr_runtime *rt, struct component *c)
+{
+	bool again;
+
+	pthread_mutex_lock(&rt->lock);
+	c->in_step = false;
+	again = claim_compensation_locked(c);
+	pthread_mutex_unlock(&rt->lock);
+	if (again)
+		call_force(rt, c);
+}
+
 /*
  * Closes admission, abandons the graceful sequence, force-stops every
- * component in reverse order and publishes the result: the first
- * failure, else `cause` (-ETIMEDOUT for the deadline, -ECANCELED for
- * agr_runtime_force_stop()). Only the first caller acts; it returns the
- * first force_stop error, the others 0.
+ * component in reverse order and publishes the result: the primary
+ * failure, 0 if there was none (graceful observers of an explicit
+ * force complete successfully). `cause` (-ETIMEDOUT for the deadline)
+ * is recorded first. Only the first caller acts; it returns the first
+ * force_stop error, the others 0.
  */
 static int force_and_finish(struct agr_runtime *rt, int cause)
 {
-	int result, first = 0;
+	int first = 0;
 	size_t n;
 
 	pthread_mutex_lock(&rt->lock);
@@ -600,17 +760,17 @@ static int force_and_finish(struct agr_runtime *rt, int cause)
 		rt->began_ns = agr__now_ns();
 	if (cause == -ETIMEDOUT)
 		note_deadline_locked(rt);
-	result = rt->first_error ? rt->first_error : cause;
-	set_lease_flags_locked(rt, LEASE_WATCH | LEASE_CLOSED);
+	record_failure_locked(rt, cause);
+	close_admission_locked(rt);
 	pthread_cond_broadcast(&rt->cond); /* out of the stop's waits */
 	n = rt->ncomps;
 	pthread_mutex_unlock(&rt->lock);
 
 	while (n-- > 0)
-		keep_first(&first, force_one(rt, rt->comps[n]));
+		agr__keep_first(&first, force_one(rt, rt->comps[n]));
 
 	pthread_mutex_lock(&rt->lock);
-	publish_locked(rt, result);
+	publish_locked(rt, rt->first_error);
 	pthread_mutex_unlock(&rt->lock);
 	return first;
 }
@@ -638,16 +798,29 @@ static int wait_step_locked(struct agr_runtime *rt, uint64_t until)
 	return agr__now_ns() >= rt->deadline_ns ? -ETIMEDOUT : 0;
 }
 
+/* Until the entered components and the user hold no lease. */
 static int wait_no_lease_locked(struct agr_runtime *rt)
 {
 	int ret;
 
-	while (active_locked(rt) > 0) {
+	while (active_locked(rt, rt->nentered) > 0) {
 		ret = wait_step_locked(rt, UINT64_MAX);
 		if (ret)
 			return ret;
 	}
 	return rt->abandoned ? -ECANCELED : 0;
+}
+
+/* Step 0: a startup in progress leaves the component it is in. */
+static int wait_startup_exit(struct agr_runtime *rt)
+{
+	int ret = 0;
+
+	pthread_mutex_lock(&rt->lock);
+	while (rt->starting && !ret)
+		ret = wait_step_locked(rt, UINT64_MAX);
+	pthread_mutex_unlock(&rt->lock);
+	return ret;
 }
 
 /*
@@ -661,51 +834,47 @@ static int wait_quiet_period_locked(struct agr_runtime *rt, bool *quiet)
 	uint64_t end = agr__deadline_after(rt->quiet_ns);
 	int ret;
 
-	while (agr__now_ns() < end) {
+	while (agr__now_ns() < end && !rt->admission_closed) {
 		ret = wait_step_locked(rt, end);
 		if (ret)
 			return ret;
 	}
-	*quiet = active_locked(rt) == 0 && rt->zero_events == events;
+	*quiet = active_locked(rt, rt->nentered) == 0 &&
+		 rt->zero_events == events;
 	return 0;
 }
 
-/* Step 1: leases still granted until a quiet period passes idle. */
-static int quiet_boundary(struct agr_runtime *rt)
+/* Until no lease is held, or a failure closes admission first. */
+static int wait_idle_or_closed_locked(struct agr_runtime *rt)
 {
-	bool quiet = false;
 	int ret;
 
-	pthread_mutex_lock(&rt->lock);
-	do {
-		ret = wait_no_lease_locked(rt);
-		if (!ret)
-			ret = wait_quiet_period_locked(rt, &quiet);
-	} while (!ret && !quiet);
-	if (!ret) {
-		set_lease_flags_locked(rt, LEASE_CLOSED);
-		rt->closed_ns = agr__now_ns();
-		set_state_locked(rt, AGR_RUNTIME_DRAINING);
+	while (!rt->admission_closed && active_locked(rt, rt->nentered) > 0) {
+		ret = wait_step_locked(rt, UINT64_MAX);
+		if (ret)
+			return ret;
 	}
-	pthread_mutex_unlock(&rt->lock);
-	return ret;
+	return 0;
 }
 
 /*
- * Claims the next step of component c for the stop thread: refused
- * (-ECANCELED) once abandoned, so that after the terminal force began
- * no component sees a further graceful step. *result reads
- * -EINPROGRESS in the report until the step returns.
+ * Step 1: leases still granted until a quiet period passes idle; a
+ * failure (or a failed startup) closes admission at once instead.
  */
-static int claim_step(struct agr_runtime *rt, bool *ran, int *result)
+static int quiet_boundary(struct agr_runtime *rt)
 {
-	int ret;
+	bool quiet = false;
+	int ret = 0;
 
 	pthread_mutex_lock(&rt->lock);
-	ret = rt->abandoned ? -ECANCELED : 0;
+	while (!ret && !quiet && !rt->admission_closed) {
+		ret = wait_idle_or_closed_locked(rt);
+		if (!ret)
+			ret = wait_quiet_period_locked(rt, &quiet);
+	}
 	if (!ret) {
-		*ran = true;
-		*result = -EINPROGRESS;
+		close_admission_locked(rt);
+		set_state_locked(rt, AGR_RUNTIME_DRAINING);
 	}
 	pthread_mutex_unlock(&rt->lock);
 	return ret;
@@ -720,19 +889,31 @@ static void record_step(struct agr_runtime *rt, struct component *c,
 	*result = ret;
 	note_failure_locked(rt, c, step, ret);
 	pthread_mutex_unlock(&rt->lock);
+	end_step(rt, c);
+}
+
+static size_t entered(struct agr_runtime *rt)
+{
+	size_t n;
+
+	pthread_mutex_lock(&rt->lock);
+	n = rt->nentered;
+	pthread_mutex_unlock(&rt->lock);
+	return n;
 }
 
 /* Step 2a: quiesce in registration order. */
 static int quiesce_all(struct agr_runtime *rt)
 {
+	size_t i, n = entered(rt);
 	struct component *c;
 	uint64_t t0;
-	size_t i;
 	int ret;
 
-	for (i = 0; i < rt->ncomps; i++) {
+	for (i = 0; i < n; i++) {
 		c = rt->comps[i];
-		ret = claim_step(rt, &c->quiesce_ran, &c->quiesce_result);
+		ret = claim_step(rt, c, STEP_GRACEFUL, &c->quiesce_ran,
+				 &c->quiesce_result);
 		if (ret)
 			return ret;
 		t0 = agr__now_ns();
@@ -762,16 +943,17 @@ static int drain(struct agr_runtime *rt)
 /* Step 3: stop gracefully, one at a time, in reverse order. */
 static int stop_all(struct agr_runtime *rt)
 {
+	size_t i = entered(rt);
 	struct component *c;
 	uint64_t t0;
-	size_t i = rt->ncomps;
 	int ret;
 
 	while (i-- > 0) {
 		c = rt->comps[i];
 		if (agr__now_ns() >= rt->deadline_ns)
 			return -ETIMEDOUT;
-		ret = claim_step(rt, &c->stop_ran, &c->stop_result);
+		ret = claim_step(rt, c, STEP_GRACEFUL, &c->stop_ran,
+				 &c->stop_result);
 		if (ret)
 			return ret;
 		t0 = agr__now_ns();
@@ -785,25 +967,50 @@ static int stop_all(struct agr_runtime *rt)
 	return 0;
 }
 
-/* The sequence went through: 0, or step 4 after a failure. */
+/*
+ * Dispatchers and composites the startup never reached get no graceful
+ * step, but may hold messages sent before: their force discards them,
+ * so that every lease is released.
+ */
+static void force_unentered(struct agr_runtime *rt)
+{
+	size_t i = rt->ncomps, n = entered(rt);
+
+	while (i-- > n)
+		if (rt->comps[i]->kind != AGR_COMPONENT_USER)
+			force_one(rt, rt->comps[i]);
+}
+
+/*
+ * The sequence went through: the primary failure (a failed startup's
+ * error) or 0; or step 4 after a failure of the sequence itself, or of
+ * any kind unless this undoes a failed startup.
+ */
 static void finish_sequence(struct agr_runtime *rt)
 {
 	bool failed;
 
 	pthread_mutex_lock(&rt->lock);
-	failed = rt->first_error != 0;
-	if (!failed && !rt->forcing && !rt->finished)
-		publish_locked(rt, 0);
+	failed = rt->cleanup_failed || (!rt->rollback && rt->first_error);
 	pthread_mutex_unlock(&rt->lock);
-	if (failed)
+	if (failed) {
 		force_and_finish(rt, 0);
+		return;
+	}
+	force_unentered(rt);
+	pthread_mutex_lock(&rt->lock);
+	if (!rt->forcing && !rt->finished)
+		publish_locked(rt, rt->first_error);
+	pthread_mutex_unlock(&rt->lock);
 }
 
 static void *stop_thread(void *arg)
 {
 	struct agr_runtime *rt = arg;
-	int ret = quiet_boundary(rt);
+	int ret = wait_startup_exit(rt);
 
+	if (!ret)
+		ret = quiet_boundary(rt);
 	if (!ret)
 		ret = quiesce_all(rt);
 	if (!ret)
@@ -835,22 +1042,36 @@ static int spawn_stop_thread(struct agr_runtime *rt)
 	return 0;
 }
 
-/* Sets the deadline and starts the stop thread; its error, if any. */
-static int begin_locked(struct agr_runtime *rt)
+/*
+ * Sets the deadline and starts the stop thread; its error, if any (the
+ * caller then forces, unlocked). With `closed`, admission closes now
+ * and the quiet period is skipped (a failure); with `rollback`, the
+ * sequence undoes a failed startup, whose error is not a reason to
+ * force.
+ */
+static int begin_locked(struct agr_runtime *rt, bool closed, bool rollback)
 {
 	int ret;
 
 	rt->began = true;
+	rt->rollback = rollback;
 	rt->began_ns = agr__now_ns();
 	rt->deadline_ns = agr__deadline_after(rt->timeout_ns);
+	if (!rt->start_called)
+		rt->nentered = rt->ncomps;
 	set_lease_flags_locked(rt, LEASE_WATCH);
-	set_state_locked(rt, AGR_RUNTIME_QUIET);
+	if (closed) {
+		close_admission_locked(rt);
+		set_state_locked(rt, AGR_RUNTIME_DRAINING);
+	} else {
+		set_state_locked(rt, AGR_RUNTIME_QUIET);
+	}
 	ret = spawn_stop_thread(rt);
 	if (ret) {
 		agr__log(AGR_LOG_ERROR,
 			 "runtime: cannot create the stop thread (error %d); "
 			 "force-stopping instead", ret);
-		rt->first_error = ret;
+		record_failure_locked(rt, ret);
 	}
 	return ret;
 }
@@ -874,23 +1095,30 @@ static int await_result_locked(struct agr_runtime *rt)
 	return rt->result;
 }
 
+/* Begins the stop unless it has begun; forces if the thread failed. */
+static void begin_or_force_locked(struct agr_runtime *rt, bool closed,
+				  bool rollback)
+{
+	if (rt->began || rt->forcing || rt->finished)
+		return;
+	if (begin_locked(rt, closed, rollback)) {
+		/* A rejected stop thread never runs the cleanup inline. */
+		pthread_mutex_unlock(&rt->lock);
+		force_and_finish(rt, 0);
+		pthread_mutex_lock(&rt->lock);
+	}
+}
+
 AGR_API int agr_runtime_stop(agr_runtime *rt)
 {
-	int ret = 0;
+	int ret;
 
 	if (!rt)
 		return -EINVAL;
 	if (agr_worker_current())
 		return -EDEADLK;
 	pthread_mutex_lock(&rt->lock);
-	if (!rt->began && !rt->forcing)
-		ret = begin_locked(rt);
-	if (ret) {
-		/* A rejected stop thread never runs the cleanup inline. */
-		pthread_mutex_unlock(&rt->lock);
-		force_and_finish(rt, 0);
-		pthread_mutex_lock(&rt->lock);
-	}
+	begin_or_force_locked(rt, false, false);
 	ret = await_result_locked(rt);
 	pthread_mutex_unlock(&rt->lock);
 	return ret;
@@ -900,7 +1128,129 @@ AGR_API int agr_runtime_force_stop(agr_runtime *rt)
 {
 	if (!rt)
 		return -EINVAL;
-	return force_and_finish(rt, -ECANCELED);
+	return force_and_finish(rt, 0);
+}
+
+AGR_API int agr_runtime_report_failure(agr_runtime *rt, int error)
+{
+	if (!rt || error >= 0) {
+		agr__log(AGR_LOG_ERROR,
+			 "agr_runtime_report_failure: %s", !rt
+				 ? "NULL runtime"
+				 : "the error must be a negative errno");
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&rt->lock);
+	if (rt->finished) {
+		pthread_mutex_unlock(&rt->lock);
+		return -EALREADY;
+	}
+	agr__log(AGR_LOG_ERROR,
+		 "runtime: a component reported a fatal failure (error %d); "
+		 "stopping", error);
+	record_failure_locked(rt, error);
+	close_admission_locked(rt);
+	begin_or_force_locked(rt, true, rt->starting);
+	pthread_mutex_unlock(&rt->lock);
+	return 0;
+}
+
+/* ---- startup ---- */
+
+/*
+ * Prepares (or starts) one component, unless the startup has failed or
+ * a stop came. Returns 0, the component's error, or -ECANCELED.
+ */
+static int startup_step(struct agr_runtime *rt, struct component *c,
+			bool prepare)
+{
+	bool open;
+	int ret;
+
+	ret = prepare ? claim_step(rt, c, STEP_PREPARE, &c->prepare_ran,
+				   &c->prepare_result)
+		      : claim_step(rt, c, STEP_START, &c->start_ran,
+				   &c->start_result);
+	if (ret)
+		return ret;
+	if (prepare)
+		ret = c->ops.prepare ? c->ops.prepare(c->self, rt) : 0;
+	else
+		ret = c->ops.start ? c->ops.start(c->self) : 0;
+
+	pthread_mutex_lock(&rt->lock);
+	*(prepare ? &c->prepare_result : &c->start_result) = ret;
+	if (ret < 0) {
+		agr__log(AGR_LOG_ERROR,
+			 "runtime: %s of \"%s\" failed (error %d)",
+			 prepare ? "prepare" : "start", c->name, ret);
+		record_failure_locked(rt, ret);
+	}
+	open = startup_continues_locked(rt);
+	pthread_mutex_unlock(&rt->lock);
+	end_step(rt, c);
+	if (ret < 0)
+		return ret;
+	return open ? 0 : -ECANCELED;
+}
+
+/* The readiness barrier: every component prepared before any starts. */
+static int run_startup(struct agr_runtime *rt)
+{
+	size_t i, n = rt->ncomps; /* fixed once start_called */
+	int ret = 0;
+
+	for (i = 0; i < n && !ret; i++)
+		ret = startup_step(rt, rt->comps[i], true);
+	for (i = 0; i < n && !ret; i++)
+		ret = startup_step(rt, rt->comps[i], false);
+	return ret;
+}
+
+/* Claims the one startup: -EALREADY for a second call. */
+static int claim_startup_locked(struct agr_runtime *rt)
+{
+	if (rt->start_called)
+		return -EALREADY;
+	rt->start_called = true;
+	if (rt->began || rt->forcing)
+		return -ESHUTDOWN;
+	rt->starting = true;
+	set_state_locked(rt, AGR_RUNTIME_STARTING);
+	return 0;
+}
+
+AGR_API int agr_runtime_start(agr_runtime *rt)
+{
+	int ret;
+
+	if (!rt)
+		return -EINVAL;
+	if (agr_worker_current())
+		return -EDEADLK;
+	pthread_mutex_lock(&rt->lock);
+	ret = claim_startup_locked(rt);
+	pthread_mutex_unlock(&rt->lock);
+	if (ret)
+		return ret;
+	ret = run_startup(rt);
+
+	pthread_mutex_lock(&rt->lock);
+	rt->starting = false;
+	pthread_cond_broadcast(&rt->cond); /* the stop thread may wait */
+	if (!ret && startup_continues_locked(rt)) {
+		set_state_locked(rt, AGR_RUNTIME_RUNNING);
+		pthread_mutex_unlock(&rt->lock);
+		return 0;
+	}
+	/* Failed or aborted: clean up as a stop does, then report it. */
+	ret = rt->first_error ? rt->first_error : -ECANCELED;
+	rt->startup_result = ret;
+	rt->cleanup_phase = true;
+	begin_or_force_locked(rt, true, true);
+	await_result_locked(rt);
+	pthread_mutex_unlock(&rt->lock);
+	return ret;
 }
 
 /* ---- the report ---- */
@@ -925,8 +1275,8 @@ static void fill_component_locked(struct component *c,
 	if (c->kind == AGR_COMPONENT_DISPATCHER) {
 		add_stats(r, c->self);
 	} else if (c->kind == AGR_COMPONENT_COMPOSITE) {
-		add_stats(r, agr_composite_state_event(c->self));
 		add_stats(r, agr_composite_event_stream(c->self));
+		add_stats(r, agr_composite_state_event(c->self));
 	}
 	r->in_flight = slot_count(&c->slot);
 	r->in_flight_at_deadline = c->in_flight_at_deadline;
@@ -939,6 +1289,11 @@ static void fill_component_locked(struct component *c,
 	r->quiesce_ran = c->quiesce_ran;
 	r->stop_ran = c->stop_ran;
 	r->force_ran = c->force_ran;
+	r->prepare_result = c->prepare_result;
+	r->start_result = c->start_result;
+	r->prepare_ran = c->prepare_ran;
+	r->start_ran = c->start_ran;
+	r->force_calls = c->force_calls;
 }
 
 static uint64_t span(uint64_t from, uint64_t to)
@@ -967,6 +1322,11 @@ AGR_API int agr_runtime_report_get(agr_runtime *rt, agr_runtime_report *out,
 	out->drain_ns = span(rt->quiesced_ns, rt->drained_ns);
 	out->total_ns = span(rt->began_ns, rt->finished_ns);
 	out->ncomponents = rt->ncomps;
+	out->startup_result = rt->startup_result;
+	out->cleanup_result = rt->cleanup_result;
+	out->nsuppressed = rt->nsuppressed;
+	for (i = 0; i < rt->nsuppressed && i < AGR_RUNTIME_MAX_SUPPRESSED; i++)
+		out->suppressed[i] = rt->suppressed[i];
 	for (i = 0; i < cap && i < rt->ncomps; i++)
 		fill_component_locked(rt->comps[i], &components[i]);
 	pthread_mutex_unlock(&rt->lock);
@@ -980,7 +1340,7 @@ static void wait_no_lease_forever(struct agr_runtime *rt)
 {
 	pthread_mutex_lock(&rt->lock);
 	set_lease_flags_locked(rt, LEASE_WATCH | LEASE_CLOSED);
-	while (active_locked(rt) > 0)
+	while (active_locked(rt, rt->ncomps) > 0)
 		pthread_cond_wait(&rt->cond, &rt->lock);
 	pthread_mutex_unlock(&rt->lock);
 }

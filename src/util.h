@@ -41,6 +41,14 @@ static inline struct timespec agr__timespec_of(uint64_t abs_ns)
 	return ts;
 }
 
+/* Nanoseconds from now until the absolute `deadline_ns`; 0 once past. */
+static inline uint64_t agr__time_left(uint64_t deadline_ns)
+{
+	uint64_t now = agr__now_ns();
+
+	return deadline_ns > now ? deadline_ns - now : 0;
+}
+
 /*
  * Initialises `cond` on CLOCK_MONOTONIC, the clock of every deadline
  * here (agr__timespec_of), so that wall-clock jumps cannot shorten or

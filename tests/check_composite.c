@@ -125,7 +125,7 @@ struct fixture {
 	int disposed_at_close_domain;
 	int disposed_at_stop_scheduler;
 	struct tmsg probe;
-	struct tu_latch close_domain_reached;
+	struct tu_latch stop_domain_reached;
 };
 
 /* Sends a probe; its result says whether the child was still open. */
@@ -146,7 +146,8 @@ static void on_step(const char *step, void *arg)
 	if (strcmp(step, "close:domain") == 0) {
 		f->disposed_at_close_domain =
 			agr_scheduler_is_disposed(f->sched);
-		tu_latch_count_down(&f->close_domain_reached);
+	} else if (strcmp(step, "stop:domain") == 0) {
+		tu_latch_count_down(&f->stop_domain_reached);
 	} else if (strcmp(step, "close:state") == 0) {
 		f->domain_send_at_close_state =
 			probe_send(f, agr_composite_event_stream(f->c));
@@ -193,7 +194,7 @@ static void fixture_init(struct fixture *f, bool owns_supplier)
 	memset(f, 0, sizeof(*f));
 	journal_init(&f->j);
 	tu_tally_init(&f->done);
-	tu_latch_init(&f->close_domain_reached, 1);
+	tu_latch_init(&f->stop_domain_reached, 1);
 	f->domain_send_at_close_state = -1;
 	f->state_send_at_stop_scheduler = -1;
 	f->disposed_at_close_domain = -1;
@@ -211,7 +212,7 @@ static void fixture_destroy(struct fixture *f, bool owns_supplier)
 	agr_composite_free(f->c);
 	if (!owns_supplier)
 		agr_supplier_free(f->sup);
-	tu_latch_destroy(&f->close_domain_reached);
+	tu_latch_destroy(&f->stop_domain_reached);
 	tu_tally_destroy(&f->done);
 	journal_destroy(&f->j);
 }
@@ -283,11 +284,16 @@ START_TEST(children_share_one_scheduler)
 }
 END_TEST
 
+/*
+ * CompositeEventDispatcherLifecycleTest: "runtime graceful stop closes
+ * every logical intake before scheduler cleanup". The closes belong to
+ * the quiesce that a stop does first; the stops then go in reverse.
+ */
 START_TEST(graceful_stop_closes_domain_state_scheduler)
 {
-	static const char *const expected[] = { "start:state", "start:domain",
-						"close:domain", "close:state",
-						"stop:scheduler" };
+	static const char *const expected[] = {
+		"start:domain", "start:state", "close:domain", "close:state",
+		"stop:state",	"stop:domain", "stop:scheduler" };
 	struct fixture f;
 	struct tmsg t[6];
 	int i;
@@ -302,7 +308,7 @@ START_TEST(graceful_stop_closes_domain_state_scheduler)
 			&t[i]);
 	}
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
-	assert_journal(&f.j, expected, 5);
+	assert_journal(&f.j, expected, 7);
 	/* Each step happened after the one before had taken effect. */
 	ck_assert_int_eq(f.disposed_at_close_domain, 0);
 	ck_assert_int_eq(f.domain_send_at_close_state, -ESHUTDOWN);
@@ -321,17 +327,22 @@ START_TEST(graceful_stop_closes_domain_state_scheduler)
 }
 END_TEST
 
+/*
+ * The reference's child order [event-stream, state-event]: a composite
+ * that is only quiesced shows the two closes and nothing else.
+ */
 START_TEST(start_and_quiesce_go_to_children_in_order)
 {
-	static const char *const expected[] = { "start:state", "start:domain",
-						"quiesce:state",
-						"quiesce:domain" };
+	static const char *const expected[] = { "start:domain", "start:state",
+						"close:domain",
+						"close:state" };
 	struct fixture f;
 	struct tmsg late;
 
 	fixture_init(&f, true);
 	ck_assert_int_eq(agr_composite_start(f.c), 0);
 	ck_assert_int_eq(agr_composite_quiesce(f.c), 0);
+	ck_assert_int_eq(agr_composite_quiesce(f.c), 0); /* once only */
 	assert_journal(&f.j, expected, 4);
 	tmsg_init(&late, "order-1");
 	ck_assert_int_eq(agr_dispatcher_send(agr_composite_event_stream(f.c),
@@ -344,6 +355,56 @@ START_TEST(start_and_quiesce_go_to_children_in_order)
 	ck_assert_int_eq(agr_composite_start(f.c), -ESHUTDOWN);
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
 	ck_assert_int_eq(atomic_load(&late.completions), 0);
+	fixture_destroy(&f, true);
+}
+END_TEST
+
+/* ---- a child that does not start ---- */
+
+static int count_call(agr_exchange *ex, void *arg)
+{
+	(void)ex;
+	atomic_fetch_add((atomic_int *)arg, 1);
+	return 0;
+}
+
+/*
+ * CompositeEventDispatcherLifecycleTest: "reported event child start
+ * failure prevents state child admission". The event-stream child is
+ * quiesced by hand, so its start fails: the state child is never
+ * started (its parked message is not handled), and the stop that
+ * cleans up discards that message and stops the scheduler.
+ */
+START_TEST(domain_start_failure_keeps_state_unstarted)
+{
+	static const char *const expected[] = {
+		"start:domain", "close:domain", "close:state", "stop:state",
+		"stop:domain",	"stop:scheduler" };
+	struct fixture f;
+	atomic_int calls;
+	struct tmsg parked;
+
+	fixture_init(&f, true);
+	atomic_init(&calls, 0);
+	ck_assert_int_eq(agr_dispatcher_register(
+				 agr_composite_state_event(f.c), NULL,
+				 count_call, &calls),
+			 0);
+	tmsg_init(&parked, "order-1");
+	send_ok(agr_composite_state_event(f.c), &parked);
+	ck_assert_int_eq(agr_dispatcher_quiesce(
+				 agr_composite_event_stream(f.c)),
+			 0);
+	ck_assert_int_eq(agr_composite_start(f.c), -ESHUTDOWN);
+	ck_assert_int_eq(journal_count(&f.j, "start:state"), 0);
+	ck_assert_int_eq(atomic_load(&parked.completions), 0);
+
+	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
+	assert_journal(&f.j, expected, 6);
+	ck_assert(tu_tally_wait(&f.done, 1, TU_LONG_NS));
+	ck_assert_int_eq(parked.status, AGR_DISCARDED);
+	ck_assert_int_eq(atomic_load(&calls), 0);
+	ck_assert(agr_scheduler_is_terminated(f.sched));
 	fixture_destroy(&f, true);
 }
 END_TEST
@@ -391,6 +452,10 @@ static void *call_force_stop(void *arg)
 	return NULL;
 }
 
+/*
+ * CompositeEventDispatcherLifecycleTest: "runtime force stop does not
+ * wait for physical intake cleanup"; the supplier is forced once.
+ */
 START_TEST(force_stop_returns_while_child_cleanup_blocks)
 {
 	struct fixture f;
@@ -412,12 +477,12 @@ START_TEST(force_stop_returns_while_child_cleanup_blocks)
 	send_ok(agr_composite_event_stream(f.c), &t);
 	ck_assert(tu_latch_wait(&b.entered, TU_LONG_NS));
 
-	/* A graceful stop waits in close:domain for the blocked handler. */
+	/* A graceful stop waits in stop:domain for the blocked handler. */
 	graceful = (struct stop_call){ .c = f.c };
 	ck_assert_int_eq(pthread_create(&graceful.thread, NULL,
 					call_stop_gracefully, &graceful),
 			 0);
-	ck_assert(tu_latch_wait(&f.close_domain_reached, TU_LONG_NS));
+	ck_assert(tu_latch_wait(&f.stop_domain_reached, TU_LONG_NS));
 
 	other_force = (struct stop_call){ .c = f.c, .result = 1 };
 	ck_assert_int_eq(pthread_create(&other_force.thread, NULL,
@@ -489,9 +554,9 @@ static int recv_forever(agr_exchange *ex, void *arg)
 
 START_TEST(failed_child_stop_still_stops_the_rest)
 {
-	static const char *const expected[] = { "start:state", "start:domain",
-						"close:domain", "close:state",
-						"stop:scheduler" };
+	static const char *const expected[] = {
+		"start:domain", "start:state", "close:domain", "close:state",
+		"stop:state",	"stop:domain", "stop:scheduler" };
 	struct fixture f;
 	struct stuck_recv r = { .fds = { -1, -1 } };
 	struct tmsg stuck, fine, late;
@@ -518,7 +583,7 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 	/* The domain child cannot drain; the others are still stopped. */
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, 100 * MS),
 			 -ETIMEDOUT);
-	assert_journal(&f.j, expected, 5);
+	assert_journal(&f.j, expected, 7);
 	ck_assert_int_eq(f.domain_send_at_close_state, -ESHUTDOWN);
 	ck_assert_int_eq(f.state_send_at_stop_scheduler, -ESHUTDOWN);
 	ck_assert(agr_scheduler_is_disposed(f.sched));
@@ -549,10 +614,9 @@ static void count_down(void *arg)
 
 START_TEST(supplier_not_owned_is_left_running)
 {
-	static const char *const expected[] = { "start:state", "start:domain",
-						"close:domain", "close:state",
-						"force:domain",
-						"force:state" };
+	static const char *const expected[] = {
+		"start:domain", "start:state", "close:domain", "close:state",
+		"stop:state",	"stop:domain", "force:state",  "force:domain" };
 	struct fixture f;
 	struct tu_latch ran;
 
@@ -560,7 +624,7 @@ START_TEST(supplier_not_owned_is_left_running)
 	ck_assert_int_eq(agr_composite_start(f.c), 0);
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
 	ck_assert_int_eq(agr_composite_force_stop(f.c), 0);
-	assert_journal(&f.j, expected, 6);
+	assert_journal(&f.j, expected, 8);
 	ck_assert(!agr_scheduler_is_disposed(f.sched));
 	tu_latch_init(&ran, 1);
 	ck_assert_int_eq(agr_scheduler_schedule(f.sched, 0, count_down, &ran),
@@ -680,8 +744,9 @@ static Suite *suite(void)
 	tcase_add_test(ref, graceful_stop_closes_domain_state_scheduler);
 	tcase_add_test(ref, force_stop_returns_while_child_cleanup_blocks);
 	tcase_add_test(ref, failed_child_stop_still_stops_the_rest);
+	tcase_add_test(ref, domain_start_failure_keeps_state_unstarted);
+	tcase_add_test(ref, start_and_quiesce_go_to_children_in_order);
 	tcase_add_test(core, children_share_one_scheduler);
-	tcase_add_test(core, start_and_quiesce_go_to_children_in_order);
 	tcase_add_test(core, supplier_not_owned_is_left_running);
 	tcase_add_test(core, free_without_stop_completes_every_message);
 	tcase_add_test(core, rejects_bad_options);

@@ -109,6 +109,18 @@ static void assert_journal(const char *const *expected, int n)
 	pthread_mutex_unlock(&journal.lock);
 }
 
+/* The first `k` entries are `expected`, and there are `n` in all. */
+static void assert_journal_prefix(const char *const *expected, int k, int n)
+{
+	int i;
+
+	pthread_mutex_lock(&journal.lock);
+	for (i = 0; i < k && i < journal.n; i++)
+		ck_assert_str_eq(journal.steps[i], expected[i]);
+	ck_assert_int_eq(journal.n, n);
+	pthread_mutex_unlock(&journal.lock);
+}
+
 static int journal_count(const char *step)
 {
 	int i, n = 0;
@@ -131,10 +143,15 @@ enum stop_mode {
 struct probe {
 	const char *name;
 	int quiesce_ret, stop_ret, force_ret;
-	enum stop_mode mode;
+	int prepare_ret, start_ret;
+	enum stop_mode mode;	     /* of stop_gracefully */
+	enum stop_mode quiesce_mode, prepare_mode, start_mode;
+	int report_in_prepare, report_in_start; /* 0: none */
+	agr_runtime *rt;	     /* given to prepare */
+	int lease_at_quiesce;	     /* agr_runtime_lease_acquire() then */
 	uint64_t deadline_seen;
-	atomic_int quiesces, stops, forces;
-	struct tu_latch stop_entered;
+	atomic_int quiesces, stops, forces, prepares, starts;
+	struct tu_latch stop_entered, step_entered;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	bool forced, released;
@@ -147,7 +164,11 @@ static void probe_init(struct probe *p, const char *name)
 	atomic_init(&p->quiesces, 0);
 	atomic_init(&p->stops, 0);
 	atomic_init(&p->forces, 0);
+	atomic_init(&p->prepares, 0);
+	atomic_init(&p->starts, 0);
+	p->lease_at_quiesce = 1;
 	tu_latch_init(&p->stop_entered, 1);
+	tu_latch_init(&p->step_entered, 1);
 	pthread_mutex_init(&p->lock, NULL);
 	tu_cond_init_monotonic(&p->cond);
 }
@@ -155,6 +176,7 @@ static void probe_init(struct probe *p, const char *name)
 static void probe_destroy(struct probe *p)
 {
 	tu_latch_destroy(&p->stop_entered);
+	tu_latch_destroy(&p->step_entered);
 	pthread_cond_destroy(&p->cond);
 	pthread_mutex_destroy(&p->lock);
 }
@@ -167,15 +189,6 @@ static void probe_release(struct probe *p)
 	pthread_mutex_unlock(&p->lock);
 }
 
-static int probe_quiesce(void *self)
-{
-	struct probe *p = self;
-
-	atomic_fetch_add(&p->quiesces, 1);
-	journal_add("quiesce", p->name);
-	return p->quiesce_ret;
-}
-
 /* Bounded, so that a broken runtime fails the test instead of hanging. */
 static void probe_block(struct probe *p, const bool *until)
 {
@@ -186,6 +199,60 @@ static void probe_block(struct probe *p, const bool *until)
 	       pthread_cond_timedwait(&p->cond, &p->lock, &ts) != ETIMEDOUT)
 		;
 	pthread_mutex_unlock(&p->lock);
+}
+
+/* A step's blocking, as its mode says; tells step_entered first. */
+static void probe_step_block(struct probe *p, enum stop_mode mode)
+{
+	tu_latch_count_down(&p->step_entered);
+	if (mode == STOP_BLOCKS_UNTIL_FORCED)
+		probe_block(p, &p->forced);
+	else if (mode == STOP_BLOCKS_UNTIL_RELEASED)
+		probe_block(p, &p->released);
+}
+
+static int probe_quiesce(void *self)
+{
+	struct probe *p = self;
+
+	atomic_fetch_add(&p->quiesces, 1);
+	journal_add("quiesce", p->name);
+	if (p->rt) {
+		p->lease_at_quiesce = agr_runtime_lease_acquire(p->rt);
+		if (p->lease_at_quiesce == 0)
+			agr_runtime_lease_release(p->rt);
+	}
+	probe_step_block(p, p->quiesce_mode);
+	return p->quiesce_ret;
+}
+
+static int probe_prepare(void *self, agr_runtime *rt)
+{
+	struct probe *p = self;
+
+	atomic_fetch_add(&p->prepares, 1);
+	p->rt = rt;
+	journal_add("prepare", p->name);
+	if (p->report_in_prepare)
+		ck_assert_int_eq(agr_runtime_report_failure(
+					 rt, p->report_in_prepare),
+				 0);
+	probe_step_block(p, p->prepare_mode);
+	return p->prepare_ret;
+}
+
+static int probe_start(void *self)
+{
+	struct probe *p = self;
+
+	atomic_fetch_add(&p->starts, 1);
+	journal_add("start", p->name);
+	if (p->report_in_start)
+		ck_assert_int_eq(agr_runtime_report_failure(
+					 p->rt, p->report_in_start),
+				 0);
+	probe_step_block(p, p->start_mode);
+	return p->start_ret;
 }
 
 static int probe_stop(void *self, uint64_t deadline_ns)
@@ -220,6 +287,8 @@ static const agr_component_ops probe_ops = {
 	.quiesce = probe_quiesce,
 	.stop_gracefully = probe_stop,
 	.force_stop = probe_force,
+	.prepare = probe_prepare,
+	.start = probe_start,
 };
 
 static void add_probe(agr_runtime *rt, struct probe *p)
@@ -494,11 +563,17 @@ END_TEST
 
 /* ---- the deadline ---- */
 
+/*
+ * WowRuntimeTest: "components quiesce first->second, stop
+ * second->first; on deadline the stop of the first never runs
+ * gracefully". The second, forced inside its stop, is forced once more
+ * when that stop returns (the compensation).
+ */
 START_TEST(deadline_forces_first_never_graceful)
 {
 	static const char *const expected[] = {
 		"quiesce:first", "quiesce:second", "stop:second",
-		"force:second", "force:first" };
+		"force:second" };
 	agr_runtime *rt = new_runtime(300 * MS, 0);
 	agr_component_report c[2];
 	agr_runtime_report r;
@@ -527,10 +602,12 @@ START_TEST(deadline_forces_first_never_graceful)
 	ck_assert(c[1].stop_ran && c[1].force_ran);
 	/* Free joins the stop thread: nothing can call first after. */
 	agr_runtime_free(rt);
-	assert_journal(expected, 5);
+	assert_journal_prefix(expected, 4, 6);
+	ck_assert_int_eq(journal_count("force:second"), 2);
+	ck_assert_int_eq(journal_count("force:first"), 1);
 	ck_assert_int_eq(atomic_load(&first.stops), 0);
 	ck_assert_int_eq(atomic_load(&first.forces), 1);
-	ck_assert_int_eq(atomic_load(&second.forces), 1);
+	ck_assert_int_eq(atomic_load(&second.forces), 2);
 	probe_destroy(&first);
 	probe_destroy(&second);
 }
@@ -562,6 +639,8 @@ START_TEST(stop_returns_at_deadline_while_a_stop_blocks)
 	probe_release(&stuck);
 	agr_runtime_free(rt); /* joins the stop thread, now unblocked */
 	ck_assert_int_eq(atomic_load(&first.stops), 0);
+	/* Its stop returned after the force: forced once more. */
+	ck_assert_int_eq(atomic_load(&stuck.forces), 2);
 	probe_destroy(&first);
 	probe_destroy(&stuck);
 }
@@ -569,6 +648,10 @@ END_TEST
 
 /* ---- failures ---- */
 
+/*
+ * WowRuntimeTest: "shutdown continues after failures and suppresses
+ * later failures".
+ */
 START_TEST(failure_still_stops_the_rest_and_first_error_wins)
 {
 	static const char *const expected[] = {
@@ -601,6 +684,8 @@ START_TEST(failure_still_stops_the_rest_and_first_error_wins)
 	ck_assert_int_eq(c[0].stop_result, 0);
 	ck_assert_int_eq(c[1].stop_result, -EPIPE); /* recorded too */
 	ck_assert_int_eq(c[2].stop_result, -EIO);
+	ck_assert_uint_eq(r.nsuppressed, 1);
+	ck_assert_int_eq(r.suppressed[0], -EPIPE);
 	agr_runtime_free(rt);
 	probe_destroy(&p[0]);
 	probe_destroy(&p[1]);
@@ -637,6 +722,11 @@ END_TEST
 
 /* ---- force stop ---- */
 
+/*
+ * WowRuntimeTest: "explicit force stop cancels graceful cleanup with at
+ * most one compensation pass". The graceful observers complete with 0,
+ * as the reference's do.
+ */
 START_TEST(force_stop_abandons_a_graceful_stop)
 {
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
@@ -657,8 +747,8 @@ START_TEST(force_stop_abandons_a_graceful_stop)
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_int_eq(stopper_join(&s), -ECANCELED);
-	ck_assert_int_eq(agr_runtime_stop(rt), -ECANCELED);
+	ck_assert_int_eq(stopper_join(&s), 0);
+	ck_assert_int_eq(agr_runtime_stop(rt), 0);
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0); /* no-op now */
 	get_report(rt, &r, c, 2);
 	ck_assert(r.forced);
@@ -666,7 +756,7 @@ START_TEST(force_stop_abandons_a_graceful_stop)
 	agr_runtime_free(rt);
 	ck_assert_int_eq(atomic_load(&first.stops), 0);
 	ck_assert_int_eq(atomic_load(&first.forces), 1);
-	ck_assert_int_eq(atomic_load(&slow.forces), 1);
+	ck_assert_int_eq(atomic_load(&slow.forces), 2);
 	probe_destroy(&first);
 	probe_destroy(&slow);
 }
@@ -682,7 +772,7 @@ START_TEST(force_before_stop_and_free_without_stop)
 	probe_init(&b, "b");
 	add_probe(rt, &a);
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
-	ck_assert_int_eq(agr_runtime_stop(rt), -ECANCELED);
+	ck_assert_int_eq(agr_runtime_stop(rt), 0);
 	ck_assert_int_eq(agr_runtime_lease_acquire(rt), -ESHUTDOWN);
 	ck_assert_int_eq(atomic_load(&a.quiesces), 0);
 	ck_assert_int_eq(atomic_load(&a.forces), 1);
@@ -1037,12 +1127,12 @@ START_TEST(composite_takes_its_place_in_the_order)
 {
 	static const char *const expected[] = {
 		"quiesce:first",
-		"composite:quiesce:state",
-		"composite:quiesce:domain",
-		"quiesce:last",
-		"stop:last",
 		"composite:close:domain",
 		"composite:close:state",
+		"quiesce:last",
+		"stop:last",
+		"composite:stop:state",
+		"composite:stop:domain",
 		"composite:stop:scheduler",
 		"stop:first",
 	};
@@ -1108,6 +1198,619 @@ START_TEST(composite_takes_its_place_in_the_order)
 }
 END_TEST
 
+/* ---- startup ---- */
+
+/* agr_runtime_start() on another thread. */
+struct starter {
+	pthread_t thread;
+	agr_runtime *rt;
+	int result;
+};
+
+static void *run_start(void *arg)
+{
+	struct starter *s = arg;
+
+	s->result = agr_runtime_start(s->rt);
+	return NULL;
+}
+
+static void starter_start(struct starter *s, agr_runtime *rt)
+{
+	*s = (struct starter){ .rt = rt, .result = 1 };
+	ck_assert_int_eq(pthread_create(&s->thread, NULL, run_start, s), 0);
+}
+
+static int starter_join(struct starter *s)
+{
+	pthread_join(s->thread, NULL);
+	return s->result;
+}
+
+/* WowRuntimeTest: "start prepares every component before opening
+ * processing". */
+START_TEST(start_prepares_every_component_before_starting)
+{
+	static const char *const expected[] = {
+		"prepare:first", "prepare:second", "start:first",
+		"start:second", "quiesce:first",  "quiesce:second",
+		"stop:second",	 "stop:first" };
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	struct probe first, second, late;
+	agr_component_report c[2];
+	agr_runtime_report r;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	probe_init(&late, "late");
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	ck_assert_int_eq(agr_runtime_start(NULL), -EINVAL);
+	ck_assert_int_eq(agr_runtime_start(rt), 0);
+	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_RUNNING);
+	ck_assert_int_eq(agr_runtime_start(rt), -EALREADY);
+	ck_assert_int_eq(agr_runtime_add_component(rt, "late", &probe_ops,
+						   &late),
+			 -EBUSY);
+	ck_assert_ptr_eq(first.rt, rt);
+	ck_assert_int_eq(agr_runtime_stop(rt), 0);
+	assert_journal(expected, 8);
+	get_report(rt, &r, c, 2);
+	ck_assert_int_eq(r.startup_result, 0);
+	ck_assert(c[0].prepare_ran && c[0].start_ran);
+	ck_assert_int_eq(c[1].start_result, 0);
+	ck_assert_uint_eq(c[0].force_calls, 0);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+	probe_destroy(&late);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "start failure rolls prepared components back in
+ * reverse order" and "startup failure closes intake before rollback":
+ * the quiet period (10 s here) is skipped, admission is closed when the
+ * rollback quiesces, and the cleanup failure is attached.
+ */
+START_TEST(start_failure_rolls_back_in_reverse)
+{
+	static const char *const expected[] = {
+		"prepare:first", "prepare:second", "start:first",
+		"start:second",	 "quiesce:first",  "quiesce:second",
+		"stop:second",	 "stop:first",	   "force:second",
+		"force:first" };
+	agr_runtime *rt = new_runtime(60000 * MS, 10000 * MS);
+	struct probe first, second;
+	agr_component_report c[2];
+	agr_runtime_report r;
+	uint64_t before;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.stop_ret = -EINVAL; /* the cleanup failure */
+	second.start_ret = -EIO;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_runtime_start(rt), -EIO);
+	ck_assert_uint_lt(tu_now_ns() - before, 5000 * MS);
+	assert_journal(expected, 10);
+	ck_assert_int_eq(first.lease_at_quiesce, -ESHUTDOWN);
+	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_STOPPED);
+	ck_assert_int_eq(agr_runtime_stop(rt), -EIO);
+	get_report(rt, &r, c, 2);
+	ck_assert_int_eq(r.result, -EIO);
+	ck_assert_int_eq(r.startup_result, -EIO);
+	ck_assert_int_eq(r.cleanup_result, -EINVAL);
+	ck_assert_uint_eq(r.nsuppressed, 1);
+	ck_assert_int_eq(r.suppressed[0], -EINVAL);
+	ck_assert(r.forced);
+	ck_assert_int_eq(c[1].start_result, -EIO);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "prepare failure gracefully rolls back prepared and
+ * force stops all components": third is never prepared, but forced.
+ */
+START_TEST(prepare_failure_rolls_back_prepared_forces_all)
+{
+	static const char *const expected[] = {
+		"prepare:first", "prepare:second", "quiesce:first",
+		"quiesce:second", "stop:second",   "stop:first",
+		"force:third",	 "force:second",   "force:first" };
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	struct probe p[3];
+	agr_runtime_report r;
+
+	journal_reset();
+	probe_init(&p[0], "first");
+	probe_init(&p[1], "second");
+	probe_init(&p[2], "third");
+	p[0].stop_ret = -EINVAL;
+	p[1].prepare_ret = -ENOENT;
+	add_probe(rt, &p[0]);
+	add_probe(rt, &p[1]);
+	add_probe(rt, &p[2]);
+	ck_assert_int_eq(agr_runtime_start(rt), -ENOENT);
+	assert_journal(expected, 9);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -ENOENT);
+	ck_assert_uint_eq(r.nsuppressed, 1);
+	ck_assert_int_eq(r.suppressed[0], -EINVAL);
+	ck_assert_int_eq(atomic_load(&p[2].prepares), 0);
+	ck_assert_int_eq(atomic_load(&p[0].starts), 0);
+	agr_runtime_free(rt);
+	probe_destroy(&p[0]);
+	probe_destroy(&p[1]);
+	probe_destroy(&p[2]);
+}
+END_TEST
+
+/* WowRuntimeTest: "successful startup rollback does not force stop
+ * components". */
+START_TEST(successful_rollback_forces_nothing)
+{
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	agr_runtime_report r;
+	struct probe only;
+
+	journal_reset();
+	probe_init(&only, "only");
+	only.start_ret = -EPROTO;
+	add_probe(rt, &only);
+	ck_assert_int_eq(agr_runtime_start(rt), -EPROTO);
+	ck_assert_int_eq(agr_runtime_stop(rt), -EPROTO);
+	get_report(rt, &r, NULL, 0);
+	ck_assert(!r.forced);
+	ck_assert_int_eq(r.cleanup_result, 0);
+	ck_assert_int_eq(atomic_load(&only.stops), 1);
+	ck_assert_int_eq(atomic_load(&only.forces), 0);
+	agr_runtime_free(rt);
+	ck_assert_int_eq(atomic_load(&only.forces), 0);
+	probe_destroy(&only);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "failure reported during prepare prevents preparing
+ * the next component" (_i == 0) and "failure reported during start
+ * prevents starting the next component" (_i == 1).
+ */
+START_TEST(reported_startup_failure_stops_the_startup)
+{
+	static const char *const in_prepare[] = { "prepare:first",
+						  "quiesce:first",
+						  "stop:first" };
+	static const char *const in_start[] = {
+		"prepare:first",  "prepare:second", "start:first",
+		"quiesce:first", "quiesce:second", "stop:second",
+		"stop:first" };
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	struct probe first, second;
+	agr_runtime_report r;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	if (_i == 0)
+		first.report_in_prepare = -ENOTCONN;
+	else
+		first.report_in_start = -ENOTCONN;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	ck_assert_int_eq(agr_runtime_report_failure(rt, 0), -EINVAL);
+	ck_assert_int_eq(agr_runtime_report_failure(NULL, -EIO), -EINVAL);
+	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
+	if (_i == 0)
+		assert_journal(in_prepare, 3);
+	else
+		assert_journal(in_start, 7);
+	ck_assert_int_eq(atomic_load(&second.starts), 0);
+	ck_assert_int_eq(agr_runtime_stop(rt), -ENOTCONN);
+	ck_assert_int_eq(agr_runtime_report_failure(rt, -EIO), -EALREADY);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -ENOTCONN);
+	ck_assert_uint_eq(r.nsuppressed, 0);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "graceful stop requested during prepare is retained
+ * and rolls startup back": the prepare in progress finishes, the next
+ * component is never prepared, the stop is the ordinary one.
+ */
+START_TEST(stop_during_startup_aborts_it)
+{
+	static const char *const expected[] = { "prepare:first",
+						"quiesce:first",
+						"stop:first" };
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	struct probe first, second;
+	agr_component_report c[2];
+	agr_runtime_report r;
+	struct starter st;
+	struct stopper sp;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.prepare_mode = STOP_BLOCKS_UNTIL_RELEASED;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	starter_start(&st, rt);
+	ck_assert(tu_latch_wait(&first.step_entered, TU_LONG_NS));
+	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_STARTING);
+	stopper_start(&sp, rt);
+	ck_assert(wait_state(rt, AGR_RUNTIME_QUIET));
+	probe_release(&first);
+	ck_assert_int_eq(starter_join(&st), -ECANCELED);
+	ck_assert_int_eq(stopper_join(&sp), 0);
+	assert_journal(expected, 3);
+	get_report(rt, &r, c, 2);
+	ck_assert_int_eq(r.result, 0);
+	ck_assert_int_eq(r.startup_result, -ECANCELED);
+	ck_assert(!c[1].prepare_ran && !c[1].quiesce_ran);
+	agr_runtime_free(rt);
+	ck_assert_int_eq(atomic_load(&second.prepares), 0);
+	ck_assert_int_eq(atomic_load(&second.forces), 0);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "force stop interrupts a startup blocked inside a
+ * component" and "force stop compensates resources acquired after an
+ * overlapping prepare call".
+ */
+START_TEST(force_during_startup_aborts_and_compensates)
+{
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	struct probe first, second;
+	agr_component_report c[2];
+	agr_runtime_report r;
+	struct starter st;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.prepare_mode = STOP_BLOCKS_UNTIL_FORCED;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	starter_start(&st, rt);
+	ck_assert(tu_latch_wait(&first.step_entered, TU_LONG_NS));
+	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
+	ck_assert_int_eq(starter_join(&st), -ECANCELED);
+	ck_assert_int_eq(agr_runtime_stop(rt), 0);
+	/* Forced during its prepare, and once more after it returned. */
+	ck_assert_int_eq(atomic_load(&first.forces), 2);
+	ck_assert_int_eq(atomic_load(&second.forces), 1);
+	ck_assert_int_eq(atomic_load(&second.prepares), 0);
+	ck_assert_int_eq(atomic_load(&first.starts), 0);
+	ck_assert_int_eq(atomic_load(&first.quiesces), 0);
+	get_report(rt, &r, c, 2);
+	ck_assert(r.forced);
+	ck_assert_uint_eq(c[0].force_calls, 2);
+	ck_assert_uint_eq(c[1].force_calls, 1);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "failure reported during a blocked start is force
+ * stopped by the startup deadline": the reported failure stays primary,
+ * the timeout is suppressed behind it.
+ */
+START_TEST(blocked_start_is_forced_by_the_deadline)
+{
+	agr_runtime *rt = new_runtime(300 * MS, 0);
+	struct probe first, second;
+	agr_runtime_report r;
+	uint64_t before;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.report_in_start = -ENOTCONN;
+	first.start_mode = STOP_BLOCKS_UNTIL_FORCED;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
+	ck_assert_uint_ge(tu_now_ns() - before, 300 * MS);
+	ck_assert_uint_lt(tu_now_ns() - before, 300 * MS + FORCE_BOUND_NS);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -ENOTCONN);
+	ck_assert(r.deadline_passed);
+	ck_assert_uint_eq(r.nsuppressed, 1);
+	ck_assert_int_eq(r.suppressed[0], -ETIMEDOUT);
+	ck_assert_int_eq(atomic_load(&first.forces), 2);
+	ck_assert_int_eq(atomic_load(&second.starts), 0);
+	ck_assert_int_eq(atomic_load(&first.quiesces), 0);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "shutdown deadline covers a blocking component
+ * quiesce": the blocked quiesce is forced at the deadline and once more
+ * when it returns; the next component is never quiesced gracefully.
+ */
+START_TEST(blocked_quiesce_is_forced_and_compensated)
+{
+	agr_runtime *rt = new_runtime(300 * MS, 0);
+	struct probe first, second;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.quiesce_mode = STOP_BLOCKS_UNTIL_RELEASED;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
+	ck_assert_int_eq(atomic_load(&first.forces), 1);
+	probe_release(&first);
+	agr_runtime_free(rt); /* joins the stop thread */
+	ck_assert_int_eq(atomic_load(&first.forces), 2);
+	ck_assert_int_eq(atomic_load(&second.quiesces), 0);
+	ck_assert_int_eq(atomic_load(&second.forces), 1);
+	ck_assert_int_eq(atomic_load(&first.stops), 0);
+	ck_assert_int_eq(atomic_load(&second.stops), 0);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "global shutdown deadline force stops every component
+ * and suppresses force failures".
+ */
+START_TEST(deadline_suppresses_force_failures)
+{
+	agr_runtime *rt = new_runtime(200 * MS, 0);
+	struct probe first, second, slow;
+	agr_runtime_report r;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	probe_init(&slow, "slow");
+	slow.mode = STOP_BLOCKS_UNTIL_FORCED;
+	first.force_ret = -EBADF;
+	second.force_ret = -EPIPE;
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	add_probe(rt, &slow);
+	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
+	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -ETIMEDOUT);
+	/* Forced in reverse: second, then first. */
+	ck_assert_uint_eq(r.nsuppressed, 2);
+	ck_assert_int_eq(r.suppressed[0], -EPIPE);
+	ck_assert_int_eq(r.suppressed[1], -EBADF);
+	agr_runtime_free(rt);
+	ck_assert_int_eq(atomic_load(&second.stops), 0);
+	probe_destroy(&first);
+	probe_destroy(&second);
+	probe_destroy(&slow);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "graceful failure remains primary when a later
+ * component reaches the deadline" (_i == 0) and "explicit force retains
+ * a graceful failure observed before a later stop hangs" (_i == 1).
+ */
+START_TEST(graceful_failure_stays_primary)
+{
+	agr_runtime *rt = new_runtime(_i == 0 ? 300 * MS : TU_LONG_NS, 0);
+	struct probe first, second;
+	agr_runtime_report r;
+	struct stopper sp;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	first.mode = STOP_BLOCKS_UNTIL_FORCED;
+	second.stop_ret = -EIO; /* stopped first */
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	stopper_start(&sp, rt);
+	ck_assert(tu_latch_wait(&first.stop_entered, TU_LONG_NS));
+	if (_i == 1)
+		ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
+	ck_assert_int_eq(stopper_join(&sp), -EIO);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -EIO);
+	ck_assert_int_eq(r.deadline_passed, _i == 0);
+	ck_assert_uint_eq(r.nsuppressed, _i == 0 ? 1 : 0);
+	if (_i == 0)
+		ck_assert_int_eq(r.suppressed[0], -ETIMEDOUT);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * WowRuntimeTest: "runtime component failure terminates the complete
+ * runtime" and "fatal failure escalates an ordinary quiet shutdown
+ * immediately": a failure reported while a stop waits out a long quiet
+ * period closes admission at once; everything is then forced.
+ */
+START_TEST(reported_failure_terminates_the_runtime)
+{
+	agr_runtime *rt = new_runtime(60000 * MS, 10000 * MS);
+	struct probe first, second;
+	agr_runtime_report r;
+	struct stopper sp;
+	uint64_t before;
+
+	journal_reset();
+	probe_init(&first, "first");
+	probe_init(&second, "second");
+	add_probe(rt, &first);
+	add_probe(rt, &second);
+	ck_assert_int_eq(agr_runtime_start(rt), 0);
+	stopper_start(&sp, rt);
+	ck_assert(wait_state(rt, AGR_RUNTIME_QUIET));
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_runtime_report_failure(rt, -EHOSTDOWN), 0);
+	ck_assert_int_eq(stopper_join(&sp), -EHOSTDOWN);
+	ck_assert_uint_lt(tu_now_ns() - before, 5000 * MS);
+	ck_assert_int_eq(first.lease_at_quiesce, -ESHUTDOWN);
+	ck_assert_int_eq(atomic_load(&first.stops), 1);
+	ck_assert_int_eq(atomic_load(&first.forces), 1);
+	ck_assert_int_eq(atomic_load(&second.forces), 1);
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -EHOSTDOWN);
+	ck_assert(r.forced);
+	agr_runtime_free(rt);
+
+	/* Reported on a running runtime, it begins the stop by itself. */
+	rt = new_runtime(TU_LONG_NS, 0);
+	add_probe(rt, &first);
+	ck_assert_int_eq(agr_runtime_start(rt), 0);
+	ck_assert_int_eq(agr_runtime_report_failure(rt, -EL2HLT), 0);
+	ck_assert_int_eq(agr_runtime_stop(rt), -EL2HLT);
+	ck_assert_int_eq(atomic_load(&first.forces), 2);
+	agr_runtime_free(rt);
+	probe_destroy(&first);
+	probe_destroy(&second);
+}
+END_TEST
+
+/*
+ * AggregateDispatcherTest: "top-level runtime waits for aggregate
+ * dispatcher message readiness" and "prepare subscribes without
+ * processing until start"; CompositeEventDispatcherLifecycleTest:
+ * "runtime graceful stop closes every logical intake before scheduler
+ * cleanup", with the runtime doing the start.
+ */
+START_TEST(runtime_starts_dispatchers_and_composites)
+{
+	static const char *const expected[] = {
+		"composite:start:domain", "composite:start:state",
+		"composite:close:domain", "composite:close:state",
+		"composite:stop:state",	  "composite:stop:domain",
+		"composite:stop:scheduler" };
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	agr_supplier *sup = new_supplier(2), *own = new_supplier(1);
+	agr_composite_options o;
+	struct tu_tally done;
+	struct tmsg early, ev;
+	agr_composite *comp = NULL;
+	agr_dispatcher *d;
+
+	journal_reset();
+	tu_tally_init(&done);
+	d = new_dispatcher(sup, "d", &payment, &done);
+	memset(&o, 0, sizeof(o));
+	o.name = "orders";
+	o.named_aggregate = order;
+	o.supplier = own;
+	o.owns_supplier = true;
+	o.event_stream.on_complete = on_complete;
+	o.event_stream.complete_arg = &done;
+	o.state_event = o.event_stream;
+	o.on_step = journal_step;
+	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
+	ck_assert_int_eq(agr_runtime_add_composite(rt, comp), 0);
+	tmsg_init(&early, "payment-1");
+	send_ok(d, &early); /* admitted; waits for the start */
+	tmsg_init(&ev, "order-1");
+	send_ok(agr_composite_event_stream(comp), &ev);
+	ck_assert_int_eq(atomic_load(&early.completions), 0);
+	ck_assert_int_eq(agr_runtime_start(rt), 0);
+	ck_assert(tu_tally_wait(&done, 2, TU_LONG_NS));
+	ck_assert_int_eq(early.status, 0);
+	ck_assert_int_eq(ev.status, 0);
+	ck_assert_int_eq(agr_runtime_stop(rt), 0);
+	assert_journal(expected, 7);
+	agr_runtime_free(rt);
+	agr_composite_free(comp);
+	agr_dispatcher_free(d);
+	agr_supplier_free(sup);
+	tu_tally_destroy(&done);
+}
+END_TEST
+
+/*
+ * CompositeEventDispatcherLifecycleTest: "reported event child start
+ * failure prevents state child admission", under the runtime: start
+ * returns the child's error, the state child never starts, and the
+ * rollback cleans it up (its parked message is discarded) and stops the
+ * scheduler; the dispatcher registered after it, never reached, is
+ * forced so that its parked message is discarded too.
+ */
+START_TEST(composite_domain_start_failure_fails_startup)
+{
+	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
+	agr_supplier *sup = new_supplier(1), *own = new_supplier(1);
+	agr_composite_options o;
+	struct tu_tally done;
+	struct tmsg parked, after;
+	agr_composite *comp = NULL;
+	agr_scheduler *sched;
+	agr_runtime_report r;
+	agr_dispatcher *d;
+
+	journal_reset();
+	tu_tally_init(&done);
+	memset(&o, 0, sizeof(o));
+	o.name = "orders";
+	o.named_aggregate = order;
+	o.supplier = own;
+	o.owns_supplier = true;
+	o.event_stream.on_complete = on_complete;
+	o.event_stream.complete_arg = &done;
+	o.state_event = o.event_stream;
+	o.on_step = journal_step;
+	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	sched = agr_dispatcher_scheduler(agr_composite_state_event(comp));
+	d = new_dispatcher(sup, "d", &payment, &done);
+	ck_assert_int_eq(agr_runtime_add_composite(rt, comp), 0);
+	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
+	tmsg_init(&parked, "order-1");
+	send_ok(agr_composite_state_event(comp), &parked);
+	tmsg_init(&after, "payment-1");
+	send_ok(d, &after);
+	ck_assert_int_eq(agr_dispatcher_quiesce(
+				 agr_composite_event_stream(comp)),
+			 0);
+	ck_assert_int_eq(agr_runtime_start(rt), -ESHUTDOWN);
+	ck_assert_int_eq(journal_count("composite:start:state"), 0);
+	ck_assert_int_eq(journal_count("composite:stop:scheduler"), 1);
+	ck_assert(tu_tally_wait(&done, 2, TU_LONG_NS));
+	ck_assert_int_eq(parked.status, AGR_DISCARDED);
+	ck_assert_int_eq(after.status, AGR_DISCARDED);
+	ck_assert(agr_scheduler_is_terminated(sched));
+	get_report(rt, &r, NULL, 0);
+	ck_assert_int_eq(r.result, -ESHUTDOWN);
+	agr_runtime_free(rt);
+	agr_composite_free(comp);
+	agr_dispatcher_free(d);
+	agr_supplier_free(sup);
+	tu_tally_destroy(&done);
+}
+END_TEST
+
 /* ---- misuse ---- */
 
 struct worker_stop {
@@ -1156,11 +1859,26 @@ static Suite *suite(void)
 	tcase_add_test(ref, deadline_forces_first_never_graceful);
 	tcase_add_test(ref, failure_still_stops_the_rest_and_first_error_wins);
 	tcase_add_test(ref, composite_takes_its_place_in_the_order);
+	tcase_add_test(ref, start_prepares_every_component_before_starting);
+	tcase_add_test(ref, start_failure_rolls_back_in_reverse);
+	tcase_add_test(ref, prepare_failure_rolls_back_prepared_forces_all);
+	tcase_add_test(ref, successful_rollback_forces_nothing);
+	tcase_add_loop_test(ref, reported_startup_failure_stops_the_startup,
+			    0, 2);
+	tcase_add_test(ref, stop_during_startup_aborts_it);
+	tcase_add_test(ref, force_during_startup_aborts_and_compensates);
+	tcase_add_test(ref, blocked_start_is_forced_by_the_deadline);
+	tcase_add_test(ref, blocked_quiesce_is_forced_and_compensated);
+	tcase_add_test(ref, deadline_suppresses_force_failures);
+	tcase_add_loop_test(ref, graceful_failure_stays_primary, 0, 2);
+	tcase_add_test(ref, reported_failure_terminates_the_runtime);
+	tcase_add_test(ref, runtime_starts_dispatchers_and_composites);
+	tcase_add_test(ref, composite_domain_start_failure_fails_startup);
+	tcase_add_test(ref, force_stop_abandons_a_graceful_stop);
 	tcase_add_test(core, options_have_defaults_and_are_checked);
 	tcase_add_test(core, registration_rules);
 	tcase_add_test(core, stop_returns_at_deadline_while_a_stop_blocks);
 	tcase_add_test(core, quiesce_failure_fails_the_stop);
-	tcase_add_test(core, force_stop_abandons_a_graceful_stop);
 	tcase_add_test(core, force_before_stop_and_free_without_stop);
 	tcase_add_loop_test(core, concurrent_stops_share_one_shutdown, 0, 2);
 	tcase_add_test(core, admission_stays_open_while_work_is_active);

@@ -9,16 +9,24 @@
  * the same scheduler of the named aggregate, and stopping a child never
  * stops the supplier: only the composite does, when it owns it.
  *
- * Order. The children are kept as [state-event, event-stream]:
- *   start, quiesce      state-event, then event-stream;
- *   stop_gracefully     event-stream ("domain"), then state-event, then
- *                       the owned supplier ("scheduler");
- *   force_stop          event-stream, state-event, then the owned
- *                       supplier.
- * So a graceful stop closes the domain event stream first, lets the
- * state events behind it finish, and only then stops the threads they
- * all run on: the reference's order close:domain, close:state,
- * stop:scheduler.
+ * Order. The children are kept as [event-stream ("domain"),
+ * state-event], the reference's order:
+ *   start            domain, then state; if the domain child fails to
+ *                    start, the state child is not started and the
+ *                    composite returns that error (a stop then cleans
+ *                    both up: the unstarted child discards what it
+ *                    holds);
+ *   quiesce          domain, then state: each child's intake closes and
+ *                    its processing-quiescence step ("close:domain",
+ *                    "close:state") is traced. The close steps belong to
+ *                    quiesce, not to stop: a composite that is only
+ *                    quiesced shows the two closes and nothing else;
+ *   stop_gracefully  quiesces first if that has not happened, then
+ *                    stops the state child, then the domain child, then
+ *                    the owned supplier ("stop:scheduler");
+ *   force_stop       state, domain, then the owned supplier, once.
+ * A runtime stop therefore shows close:domain, close:state (its quiesce
+ * step), then the children's stops in reverse, then stop:scheduler.
  *
  * Threads: every call may be made from any thread except a worker of
  * the composite's scheduler (stop_gracefully and free wait for those
@@ -42,10 +50,10 @@ typedef struct agr_composite agr_composite;
 
 /*
  * Told each lifecycle step just before the composite takes it. `step`
- * is one of "start:state", "start:domain", "quiesce:state",
- * "quiesce:domain", "close:domain", "close:state", "stop:scheduler",
- * "force:domain", "force:state", "force:scheduler" (the scheduler steps
- * only with owns_supplier). Runs on the thread that called the
+ * is one of "start:domain", "start:state", "close:domain",
+ * "close:state" (quiesce), "stop:state", "stop:domain",
+ * "stop:scheduler", "force:state", "force:domain", "force:scheduler"
+ * (the scheduler steps only with owns_supplier). Runs on the thread that called the
  * lifecycle function; must not block and must not call the composite's
  * lifecycle functions. For tracing and tests.
  */
@@ -100,22 +108,26 @@ AGR_API agr_dispatcher *agr_composite_state_event(agr_composite *c);
 AGR_API const char *agr_composite_name(const agr_composite *c);
 
 /*
- * Starts the children in order (state-event, then event-stream); stops
- * at the first error. Returns 0, -EINVAL, or a child's error
- * (-ESHUTDOWN once quiesced or stopped).
+ * Starts the children in order (event-stream, then state-event); stops
+ * at the first error, so a failing event-stream child leaves the
+ * state-event child unstarted. Returns 0, -EINVAL, or a child's error
+ * (-ESHUTDOWN once quiesced or stopped). Under a runtime, call
+ * agr_runtime_start() instead, which calls this.
  */
 AGR_API int agr_composite_start(agr_composite *c);
 
 /*
- * Closes the intake of both children, in order, continuing past
- * errors. Admitted messages still complete. Returns 0 or the first
- * error (-EINVAL).
+ * Closes the intake of both children, in order (event-stream, then
+ * state-event), continuing past errors; traces "close:domain" and
+ * "close:state". Admitted messages still complete. Only the first call
+ * acts. Returns 0 or the first error (-EINVAL).
  */
 AGR_API int agr_composite_quiesce(agr_composite *c);
 
 /*
- * Within one deadline of `timeout_ns` from now: stops the event-stream
- * child gracefully, then the state-event child, then, with
+ * Within one deadline of `timeout_ns` from now: quiesces if not yet
+ * quiesced, stops the state-event child gracefully, then the
+ * event-stream child, then, with
  * owns_supplier and unless agr_composite_force_stop() was called by
  * the time that step is reached, the supplier. A failure does not
  * skip the later steps. Returns 0 or the first error: -ETIMEDOUT (a
@@ -127,8 +139,8 @@ AGR_API int agr_composite_stop_gracefully(agr_composite *c,
 					  uint64_t timeout_ns);
 
 /*
- * Stops now without waiting: force-stops the event-stream child, the
- * state-event child and, with owns_supplier, the supplier, continuing
+ * Stops now without waiting: force-stops the state-event child, the
+ * event-stream child and, with owns_supplier, the supplier, continuing
  * past errors. Only the first call acts (so the supplier is forced
  * exactly once); it returns 0 or the first error, later calls 0.
  * -EINVAL if `c` is NULL.

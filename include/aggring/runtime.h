@@ -5,10 +5,36 @@
  * deadline.
  *
  * A runtime holds components in registration order: dispatchers,
- * composites, and components of your own (agr_component_ops). It does
- * not start them: start them yourself, after registering them. (A
- * registered dispatcher that never starts keeps the leases of the
- * messages it holds, so a stop then waits for its deadline.)
+ * composites, and components of your own (agr_component_ops).
+ *
+ * Startup (agr_runtime_start(), once). A readiness barrier: every
+ * component is prepared, in registration order, before any starts
+ * (messages may be admitted and wait; none is handled); then each is
+ * started, in order; the runtime is AGR_RUNTIME_RUNNING only when all
+ * have started. A dispatcher needs no prepare (a new one already parks
+ * what it admits); its start is agr_dispatcher_start(), a composite's
+ * agr_composite_start(). If a prepare or a start fails, or a component
+ * reports a failure (agr_runtime_report_failure()), that failure is
+ * primary: no further component is prepared or started, admission
+ * closes, and the components the startup reached (those whose prepare
+ * began) are rolled back through the same steps as a stop: quiesce in
+ * order, drain, stop_gracefully in reverse, under one global deadline
+ * (now + the shutdown timeout), with a force of everything if a
+ * cleanup step fails or the deadline passes. A rollback that goes
+ * through forces nothing but the dispatchers and composites the
+ * startup never reached (they may hold messages sent before the start;
+ * their force discards them). agr_runtime_start() returns the startup
+ * failure once the rollback is over; a cleanup failure is attached in
+ * the report (cleanup_result, suppressed). agr_runtime_stop() or
+ * agr_runtime_force_stop() during the startup aborts it: the component
+ * being prepared or started finishes its call, no other one is, and
+ * agr_runtime_start() returns -ECANCELED after the stop.
+ *
+ * Without agr_runtime_start() (as before it existed), start the
+ * components yourself after registering them; a stop then treats every
+ * registered component as started. (A registered dispatcher that never
+ * starts keeps the leases of the messages it holds, so a stop then
+ * waits for its deadline.)
  *
  * Admission leases. Every message a registered dispatcher admits holds
  * a lease from the runtime until its completion callback has returned,
@@ -32,11 +58,22 @@
  *   4. After any failure: every component's force_stop, in reverse
  *      order.
  * If the deadline passes first, admission closes, the sequence is
- * abandoned (no further component is stopped gracefully), every
- * component is force-stopped in reverse order, and the result is
- * -ETIMEDOUT (or an earlier failure). Messages still queued then
- * complete with AGR_DISCARDED, so their senders can redeliver them,
- * and the ring operations of those in progress are cancelled.
+ * abandoned (no further component is quiesced or stopped gracefully),
+ * every component is force-stopped in reverse order, and the result is
+ * -ETIMEDOUT (or an earlier failure). A component whose quiesce or
+ * stop_gracefully was still running when it was forced is forced once
+ * more when that call returns (what it took meanwhile is released
+ * too). Messages still queued then complete with AGR_DISCARDED, so
+ * their senders can redeliver them, and the ring operations of those
+ * in progress are cancelled.
+ *
+ * Failures. The first failure (a step's error, a reported failure, the
+ * deadline, a force_stop's error) is primary and is the result; the
+ * later ones are kept, in order, in the report's suppressed list.
+ * A component may report a fatal failure at any time
+ * (agr_runtime_report_failure()): admission closes and the complete
+ * stop begins (skipping the quiet period), ending with a force of every
+ * component; the failure is the result.
  *
  * Ownership and teardown. The runtime does not own its components. It
  * calls them until agr_runtime_free() returns, so free them only after
@@ -66,6 +103,8 @@ typedef struct agr_runtime agr_runtime;
 
 #define AGR_RUNTIME_DEFAULT_TIMEOUT_NS (60ull * 1000000000ull)
 #define AGR_RUNTIME_DEFAULT_QUIET_NS (1ull * 1000000000ull)
+/* Failures after the first that the report keeps (it counts them all). */
+#define AGR_RUNTIME_MAX_SUPPRESSED 8
 
 typedef struct agr_runtime_options {
 	/* From agr_runtime_stop() to the deadline; > 0. */
@@ -88,30 +127,45 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
 /*
  * What the runtime does with a component of your own. Every pointer
  * may be NULL (the step then succeeds at once). Each returns 0 or a
- * negative errno, which is recorded and makes the stop fail.
+ * negative errno, which is recorded and makes the startup or the stop
+ * fail.
  *
+ * - prepare(self, rt): get ready to take work without handling any
+ *   (agr_runtime_start(), before any component starts). Keep `rt` to
+ *   report a fatal failure later (agr_runtime_report_failure()).
+ *   Called at most once, on the thread of agr_runtime_start().
+ * - start(self): begin handling. Called at most once, after every
+ *   component was prepared, on the thread of agr_runtime_start().
  * - quiesce(self): stop taking new work; do not wait. Called at most
  *   once, on the runtime's stop thread.
  * - stop_gracefully(self, deadline_ns): finish the work taken and stop,
  *   returning by `deadline_ns` (absolute CLOCK_MONOTONIC nanoseconds,
  *   see agr_runtime_now_ns()). Called at most once, on the runtime's
  *   stop thread, and only after quiesce.
- * - force_stop(self): stop now without waiting, and make a quiesce or
- *   stop_gracefully in progress return soon: at the deadline, or on
- *   agr_runtime_force_stop(), it runs on another thread while those
- *   may still be running. Called at most once, on any thread; must not
- *   block.
+ * - force_stop(self): stop now without waiting, and make a step in
+ *   progress return soon: at the deadline, or on
+ *   agr_runtime_force_stop(), it runs on another thread while a step
+ *   may still be running. Called once; and once more if a step was
+ *   running when it was called, after that step returns (to release
+ *   what the step took after the first call). Called even if prepare
+ *   never was: it must be safe then. On any thread; must not block.
  *
- * None of them may call agr_runtime_stop(), agr_runtime_force_stop()
- * or agr_runtime_free() on this runtime. A stop_gracefully that ignores
- * both its deadline and force_stop keeps the stop thread inside it:
+ * None of them may call agr_runtime_start(), agr_runtime_stop(),
+ * agr_runtime_force_stop() or agr_runtime_free() on this runtime
+ * (agr_runtime_report_failure() is fine). A step that ignores both its
+ * deadline and force_stop keeps its thread inside it:
  * agr_runtime_stop() still returns at the deadline, but
  * agr_runtime_free() waits for that call to return.
+ *
+ * prepare and start were added after the first three: a
+ * designated initializer that leaves them out leaves them NULL.
  */
 typedef struct agr_component_ops {
 	int (*quiesce)(void *self);
 	int (*stop_gracefully)(void *self, uint64_t deadline_ns);
 	int (*force_stop)(void *self);
+	int (*prepare)(void *self, agr_runtime *rt);
+	int (*start)(void *self);
 } agr_component_ops;
 
 /*
@@ -120,25 +174,27 @@ typedef struct agr_component_ops {
  * is sent to it (messages admitted earlier would release leases they
  * never took). Its steps are agr_dispatcher_quiesce(),
  * agr_dispatcher_stop_gracefully() with the time left, and
- * agr_dispatcher_force_stop(). Returns 0, -EINVAL, -EEXIST (already
- * registered here), -EBUSY (already started or quiesced), -ESHUTDOWN
- * (the runtime has begun stopping), -ENOMEM.
+ * agr_dispatcher_force_stop(), and agr_dispatcher_start() as its start.
+ * Returns 0, -EINVAL, -EEXIST (already registered here), -EBUSY
+ * (already started or quiesced, or agr_runtime_start() was called),
+ * -ESHUTDOWN (the runtime has begun stopping), -ENOMEM.
  */
 AGR_API int agr_runtime_add_dispatcher(agr_runtime *rt, agr_dispatcher *d);
 
 /*
  * Registers a composite: both children take leases, and its steps are
  * agr_composite_quiesce(), agr_composite_stop_gracefully() with the
- * time left, and agr_composite_force_stop(). Before it starts, as for a
- * dispatcher. Returns 0, -EINVAL, -EEXIST, -EBUSY, -ESHUTDOWN, -ENOMEM.
+ * time left, and agr_composite_force_stop(), and agr_composite_start()
+ * as its start. Before it starts, as for a dispatcher. Returns 0,
+ * -EINVAL, -EEXIST, -EBUSY, -ESHUTDOWN, -ENOMEM.
  */
 AGR_API int agr_runtime_add_composite(agr_runtime *rt, agr_composite *c);
 
 /*
  * Registers a component of your own called `name` (copied; for the
  * report and logs). `ops` is copied; `self` is passed to each of them.
- * Returns 0, -EINVAL (NULL rt, name or ops, or an empty name),
- * -ESHUTDOWN, -ENOMEM.
+ * Returns 0, -EINVAL (NULL rt, name or ops, or an empty name), -EBUSY
+ * (agr_runtime_start() was called), -ESHUTDOWN, -ENOMEM.
  */
 AGR_API int agr_runtime_add_component(agr_runtime *rt, const char *name,
 				      const agr_component_ops *ops,
@@ -162,22 +218,46 @@ typedef enum agr_runtime_state {
 	AGR_RUNTIME_DRAINING, /* admission closed; quiescing and draining */
 	AGR_RUNTIME_STOPPING, /* stopping components in reverse order */
 	AGR_RUNTIME_STOPPED,  /* the result is final */
+	AGR_RUNTIME_STARTING, /* agr_runtime_start() is preparing, starting */
 } agr_runtime_state;
 
-/* Where the stop is; AGR_RUNTIME_STOPPED if `rt` is NULL. */
+/*
+ * Where the runtime is; AGR_RUNTIME_STOPPED if `rt` is NULL. A new
+ * runtime reads AGR_RUNTIME_RUNNING (its components may have been
+ * started by hand); during agr_runtime_start() AGR_RUNTIME_STARTING,
+ * then AGR_RUNTIME_RUNNING once all started.
+ */
 AGR_API agr_runtime_state agr_runtime_state_get(agr_runtime *rt);
 
 /* CLOCK_MONOTONIC now, in nanoseconds: the clock of the deadline. */
 AGR_API uint64_t agr_runtime_now_ns(void);
 
 /*
+ * Starts the runtime, as described at the top: prepares every component
+ * in registration order, then starts each, on this thread. Runs once.
+ * Returns 0 (every component started; the runtime is RUNNING), or,
+ * after the rollback has finished (the runtime is then STOPPED and its
+ * report ready): the first error a prepare or start returned, or that
+ * was reported; -ECANCELED (agr_runtime_stop() or
+ * agr_runtime_force_stop() came during the startup). Other errors, with
+ * nothing done: -EINVAL, -EALREADY (a second call), -ESHUTDOWN (the
+ * runtime has begun stopping), -EDEADLK (called on an aggring worker).
+ * The rollback may take until the deadline plus the force stops.
+ */
+AGR_API int agr_runtime_start(agr_runtime *rt);
+
+/*
  * Stops gracefully, as described at the top, and waits for the result.
- * The first call begins the stop; every call, concurrent or later,
- * waits for the same stop and returns the same result:
- *   0           every component stopped gracefully;
+ * The first call begins the stop (during agr_runtime_start(), it aborts
+ * the startup first); every call, concurrent or later, waits for the
+ * same stop and returns the same result:
+ *   0           every component stopped gracefully, or
+ *               agr_runtime_force_stop() came and nothing failed (the
+ *               report's `forced` tells);
  *   -ETIMEDOUT  the deadline passed first (all were force-stopped);
- *   -ECANCELED  agr_runtime_force_stop() came first;
- *   the first error a component returned (all were force-stopped);
+ *   the primary failure: the first error a component returned or
+ *   reported (all were force-stopped), or that a failed
+ *   agr_runtime_start() returned;
  *   the error of creating the stop thread (-EAGAIN; all were
  *   force-stopped, and nothing was run inline).
  * It returns by the deadline plus the time the force stops take, even
@@ -187,14 +267,26 @@ AGR_API uint64_t agr_runtime_now_ns(void);
 AGR_API int agr_runtime_stop(agr_runtime *rt);
 
 /*
- * Stops now: closes admission, abandons a graceful stop in progress
- * (its callers return -ECANCELED) and force-stops every component in
- * reverse order, without waiting for their work. Messages still queued
- * complete with AGR_DISCARDED. Returns 0 or the first error of a
- * force_stop; a no-op returning 0 once the stop has a result.
- * -EINVAL if `rt` is NULL.
+ * Stops now: closes admission, abandons a startup or a graceful stop in
+ * progress (no further step runs; its callers return the result, 0 if
+ * nothing failed) and force-stops every component in reverse order,
+ * without waiting for their work. Messages still queued complete with
+ * AGR_DISCARDED. Returns 0 or the first error of a force_stop (which
+ * also becomes the result if nothing failed before); a no-op returning
+ * 0 once the stop has a result. -EINVAL if `rt` is NULL.
  */
 AGR_API int agr_runtime_force_stop(agr_runtime *rt);
+
+/*
+ * A component's fatal failure: `error` (a negative errno) is recorded
+ * (primary if it is the first), admission closes, and the complete stop
+ * begins if it has not (during agr_runtime_start(), as its rollback),
+ * ending with a force of every component. Does not wait: callable from
+ * any thread, a worker or a component's step included. Returns 0,
+ * -EINVAL (NULL rt, or `error` not negative), -EALREADY (the stop
+ * already has its result; nothing recorded).
+ */
+AGR_API int agr_runtime_report_failure(agr_runtime *rt, int error);
 
 /* ---- the drain report ---- */
 
@@ -212,7 +304,8 @@ typedef enum agr_component_kind {
  * every message has completed. Durations are in nanoseconds; a step
  * that did not run has a duration of 0 and its `*_ran` false, and one
  * still running (a stop_gracefully past the deadline) has the result
- * -EINPROGRESS.
+ * -EINPROGRESS. force_calls is 2 when a force overlapped a step and was
+ * repeated after it (force_result is the first call's).
  */
 typedef struct agr_component_report {
 	const char *name; /* valid until agr_runtime_free() */
@@ -226,6 +319,10 @@ typedef struct agr_component_report {
 	uint64_t quiesce_ns, stop_ns, force_ns;
 	int quiesce_result, stop_result, force_result;
 	bool quiesce_ran, stop_ran, force_ran;
+	/* agr_runtime_start()'s steps; false and 0 without it. */
+	bool prepare_ran, start_ran;
+	int prepare_result, start_result;
+	unsigned force_calls;
 } agr_component_report;
 
 typedef struct agr_runtime_report {
@@ -236,6 +333,12 @@ typedef struct agr_runtime_report {
 	uint64_t drain_ns;	/* quiesced -> no lease held */
 	uint64_t total_ns;	/* stop began -> result */
 	size_t ncomponents;	/* registered, even beyond `cap` */
+	int startup_result;	/* what agr_runtime_start() returned */
+	int cleanup_result;	/* first failure of a failed startup's cleanup */
+	/* Failures after the primary one, in order; the first
+	 * AGR_RUNTIME_MAX_SUPPRESSED are kept, all are counted. */
+	size_t nsuppressed;
+	int suppressed[AGR_RUNTIME_MAX_SUPPRESSED];
 } agr_runtime_report;
 
 /*
