@@ -68,7 +68,9 @@ typedef struct agr_dispatcher_metrics {
 
 /*
  * Snapshot of `d`. Queue depth is counted only when latency metrics or
- * a queue limit are on (otherwise 0). Returns 0 or -EINVAL.
+ * a queue limit are on (otherwise 0). Returns 0 or -EINVAL. From any
+ * thread while `d` exists, without a lock, as the workers record: each
+ * figure is read atomically, not all at one instant.
  */
 AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
 				       agr_dispatcher_metrics *out);
@@ -89,7 +91,10 @@ typedef struct agr_worker_metrics {
 	int inflight;		  /* operations in the kernel now */
 } agr_worker_metrics;
 
-/* Snapshot of worker `index` of `s`. Returns 0 or -EINVAL. */
+/*
+ * Snapshot of worker `index` of `s`. Returns 0 or -EINVAL. From any
+ * thread until the supplier is freed, without a lock.
+ */
 AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,
 					 agr_worker_metrics *out);
 
@@ -99,7 +104,8 @@ AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,
  * task that has held its worker longer than `threshold_ns` (0: the
  * default, 100 ms), naming the dispatcher, group and message type.
  * Each run is reported once. Applies to every worker of the process.
- * Returns 0, -EINVAL, -ENOMEM or -EAGAIN (no thread).
+ * Returns 0 or the error of creating the thread (-EAGAIN); while it
+ * runs, a call only sets the threshold.
  */
 AGR_API int agr_watchdog_start(uint64_t threshold_ns);
 /* Stops the watchdog and joins its thread; no-op if not running. */
@@ -111,12 +117,18 @@ AGR_API void agr_watchdog_stop(void);
  * dispatcher and, for counters, outcome. Queue depth and latency series
  * appear only for dispatchers that measure them. Like snprintf: writes at most
  * `cap` bytes (NUL-terminated when cap > 0) and returns the length the
- * whole text needs, or -EINVAL.
+ * whole text needs, or -EINVAL, -ENOMEM, -EOVERFLOW (over INT32_MAX).
  */
 AGR_API int agr_metrics_write_prometheus(agr_dispatcher *const *ds, size_t n,
 					 char *buf, size_t cap);
 
-/* The same text written to `fd`; returns 0 or a negative errno. */
+/*
+ * The same text, rendered in memory and then written to `fd` with
+ * write(2) until all of it is: it blocks as long as a blocking `fd`
+ * does, so not on a worker (render and agr_io_send() there). Returns 0
+ * or a negative errno (those above, or write(2)'s: -EAGAIN for a full
+ * non-blocking fd, after part of the text).
+ */
 AGR_API int agr_metrics_write_prometheus_fd(agr_dispatcher *const *ds,
 					    size_t n, int fd);
 

@@ -121,8 +121,9 @@ typedef struct agr_component_ops {
  * never took). Its steps are agr_dispatcher_quiesce(),
  * agr_dispatcher_stop_gracefully() with the time left, and
  * agr_dispatcher_force_stop(). Returns 0, -EINVAL, -EEXIST (already
- * registered here), -EBUSY (already started or quiesced), -ESHUTDOWN
- * (the runtime has begun stopping), -ENOMEM.
+ * registered here, or with another runtime), -EBUSY (already started
+ * or quiesced, or it has admitted messages), -ESHUTDOWN (the runtime
+ * has begun stopping), -ENOMEM.
  */
 AGR_API int agr_runtime_add_dispatcher(agr_runtime *rt, agr_dispatcher *d);
 
