@@ -43,8 +43,8 @@ typedef enum agr_log_level {
  * Receives the library's diagnostics: why io_uring could not be set up,
  * a failed message delivery, a misused handle. `msg` is a NUL-terminated
  * line without a trailing newline, valid only during the call. The hook
- * may run on any thread, including worker threads, and must not call
- * back into aggring.
+ * may run on any thread, including worker threads, on several at once
+ * (no lock is held while it runs), and must not call back into aggring.
  */
 typedef void (*agr_log_fn)(agr_log_level level, const char *msg, void *arg);
 

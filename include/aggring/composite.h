@@ -103,8 +103,10 @@ AGR_API int agr_composite_new(const agr_composite_options *options,
  * the composite: do not stop or free them directly. NULL if `c` is NULL.
  */
 AGR_API agr_dispatcher *agr_composite_event_stream(agr_composite *c);
+/* The state-event child, as agr_composite_event_stream() is the other. */
 AGR_API agr_dispatcher *agr_composite_state_event(agr_composite *c);
 
+/* The name from the options (a copy, valid until free); NULL if NULL. */
 AGR_API const char *agr_composite_name(const agr_composite *c);
 
 /*

@@ -48,8 +48,11 @@ extern "C" {
 /*
  * A message. Sending does not copy it: it stays the caller's, must stay
  * alive and unchanged from agr_dispatcher_send() until its completion
- * callback, and must not be sent again before then. `internal_` belongs
- * to aggring while the message is in flight; initialise it to zero.
+ * callback, and must not be sent again before then. Nor are the strings
+ * copied: `aggregate_id` and `type` must live as long as the message
+ * (the worker reads `type` to match functions, and logs may name both).
+ * `internal_` belongs to aggring while the message is in flight;
+ * initialise it to zero.
  */
 typedef struct agr_message {
 	const char *aggregate_id; /* routes the message; not NULL */
@@ -64,7 +67,12 @@ typedef struct agr_message {
 
 typedef struct agr_dispatcher agr_dispatcher;
 
-/* The handling of one message by the functions that match it. */
+/*
+ * The handling of one message by the functions that match it. It lives
+ * inside the message (`internal_`): valid from the first function's
+ * call until the completion callback is called, not after it (the
+ * message is the caller's again, and a new send reuses the memory).
+ */
 typedef struct agr_exchange agr_exchange;
 
 /*
@@ -122,6 +130,9 @@ typedef struct agr_dispatcher_options {
  * callback, negative parallelism, invalid AGR_PARALLELISM), -ENOMEM,
  * -ESHUTDOWN (the supplier is stopping), or the error that kept the
  * scheduler's rings from starting (see agr_supplier_get_or_init()).
+ * On failure the supplier stays the caller's, even with owns_supplier:
+ * it is neither stopped nor freed (a scheduler the call created for the
+ * named aggregate stays in its cache).
  */
 AGR_API int agr_dispatcher_new(const agr_dispatcher_options *options,
 			       agr_dispatcher **out);
@@ -130,8 +141,8 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *options,
  * Registers fn for messages whose type equals `type`; NULL matches every
  * message. All functions that match one message start together on its
  * group's worker, in no promised order; the message is done when all
- * are. Only before agr_dispatcher_start(): -EBUSY after. Returns 0,
- * -EINVAL, -ENOMEM, -EBUSY.
+ * are. Only before agr_dispatcher_start() and agr_dispatcher_quiesce():
+ * -EBUSY after. Returns 0, -EINVAL, -ENOMEM, -EBUSY.
  */
 AGR_API int agr_dispatcher_register(agr_dispatcher *d, const char *type,
 				    agr_handler_fn fn, void *arg);
@@ -206,6 +217,7 @@ AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d);
  */
 AGR_API void agr_dispatcher_free(agr_dispatcher *d);
 
+/* The name from the options (a copy, valid until free); NULL if NULL. */
 AGR_API const char *agr_dispatcher_name(const agr_dispatcher *d);
 /* Number of groups. */
 AGR_API int agr_dispatcher_parallelism(const agr_dispatcher *d);
@@ -229,6 +241,12 @@ typedef struct agr_dispatcher_stats {
 	uint64_t discarded; /* completed with AGR_DISCARDED */
 } agr_dispatcher_stats;
 
+/*
+ * Fills *out with the counters, summed over the groups. From any thread
+ * while the dispatcher exists, without a lock: each counter is read
+ * atomically, not all at one instant. Returns 0, or -EINVAL (NULL `d`
+ * or `out`).
+ */
 AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 				     agr_dispatcher_stats *out);
 

@@ -63,7 +63,12 @@ typedef void (*agr_io_cb)(int res, void *arg);
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe);
 
-/* pread(2)/pwrite(2) at `offset` (-1: the file position). */
+/*
+ * pread(2)/pwrite(2) at `offset` (-1: the file position). Short counts
+ * reach cb as they are (end of file, a pipe or socket, a full disk, a
+ * signal): res may be less than `len`, and aggring does not resubmit
+ * the rest. The same holds for the vectored forms and agr_io_send().
+ */
 AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,
 			uint64_t offset, agr_io_cb cb, void *arg);
 AGR_API int agr_io_write(agr_worker *w, int fd, const void *buf,
@@ -100,6 +105,12 @@ AGR_API int agr_io_accept_multishot(agr_worker *w, int fd, int flags,
 AGR_API int agr_io_connect(agr_worker *w, int fd,
 			   const struct sockaddr *addr, socklen_t addrlen,
 			   agr_io_cb cb, void *arg);
+/*
+ * recv(2)/send(2); `flags` go to the kernel as they are. aggring adds
+ * no MSG_NOSIGNAL: a send to a peer that has closed may raise SIGPIPE,
+ * which kills the process by default. Pass MSG_NOSIGNAL or ignore
+ * SIGPIPE.
+ */
 AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
 			int flags, agr_io_cb cb, void *arg);
 AGR_API int agr_io_send(agr_worker *w, int fd, const void *buf, size_t len,
@@ -116,7 +127,9 @@ AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
  * Asks the kernel to cancel every in-flight operation of `w` whose
  * callback argument is `arg`. Their callbacks still run, with
  * -ECANCELED or, if they finished first, their real result. Returns the
- * number of operations asked to cancel (0 if none), or an error.
+ * number of operations asked to cancel (0 if none), -EINVAL (NULL `w`,
+ * or not on that worker), or -EBUSY (the SQ stayed full before the
+ * first cancel could be prepared).
  */
 AGR_API int agr_io_cancel(agr_worker *w, void *arg);
 

@@ -46,7 +46,9 @@ typedef struct agr_dispatcher_metrics {
 
 /*
  * Snapshot of `d`. Queue depth is counted only when latency metrics or
- * a queue limit are on (otherwise 0). Returns 0 or -EINVAL.
+ * a queue limit are on (otherwise 0). Returns 0 or -EINVAL. From any
+ * thread while `d` exists, without a lock, as the workers record: each
+ * figure is read atomically, not all at one instant.
  */
 AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
 				       agr_dispatcher_metrics *out);
@@ -91,9 +93,11 @@ AGR_API int agr_metrics_write_prometheus(agr_dispatcher *const *ds, size_t n,
 					 char *buf, size_t cap);
 
 /*
- * The same text written to `fd` with write(2) until all of it is
- * written: it blocks as the fd does (a non-blocking fd may fail with
- * -EAGAIN after a part). Returns 0 or a negative errno.
+ * The same text, rendered in memory and then written to `fd` with
+ * write(2) until all of it is: it blocks as long as a blocking `fd`
+ * does, so not on a worker (render and agr_io_send() there). Returns 0
+ * or a negative errno (those above, or write(2)'s: -EAGAIN for a full
+ * non-blocking fd, after part of the text).
  */
 AGR_API int agr_metrics_write_prometheus_fd(agr_dispatcher *const *ds,
 					    size_t n, int fd);

@@ -175,9 +175,10 @@ typedef struct agr_component_ops {
  * never took). Its steps are agr_dispatcher_quiesce(),
  * agr_dispatcher_stop_gracefully() with the time left, and
  * agr_dispatcher_force_stop(), and agr_dispatcher_start() as its start.
- * Returns 0, -EINVAL, -EEXIST (already registered here), -EBUSY
- * (already started or quiesced, or agr_runtime_start() was called),
- * -ESHUTDOWN (the runtime has begun stopping), -ENOMEM.
+ * Returns 0, -EINVAL, -EEXIST (already registered here, or with another
+ * runtime), -EBUSY (already started or quiesced, it has admitted
+ * messages, or agr_runtime_start() was called), -ESHUTDOWN (the runtime
+ * has begun stopping), -ENOMEM.
  */
 AGR_API int agr_runtime_add_dispatcher(agr_runtime *rt, agr_dispatcher *d);
 

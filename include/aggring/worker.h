@@ -26,9 +26,13 @@ AGR_API agr_worker *agr_worker_current(void);
 
 /*
  * The worker's ring, for registering files or buffers from that worker
- * only. Submit operations through aggring/io.h so that their
- * completions are routed back to a callback; a raw SQE's user_data must
- * not be set by the caller. NULL when `w` is NULL.
+ * only. The caller must never submit on it nor reap from it: the
+ * worker's loop submits, and reads every CQE's user_data as its own
+ * record (a CQE reaped elsewhere loses its callback, and a graceful
+ * stop then waits for it forever). Submit operations through
+ * aggring/io.h (agr_io_sqe() for a raw one) so that their completions
+ * are routed back to a callback; a raw SQE's user_data must not be set
+ * by the caller. NULL when `w` is NULL.
  */
 AGR_API struct io_uring *agr_worker_ring(agr_worker *w);
 
