@@ -12,6 +12,10 @@
 # (200000), DEMO_BENCH_CLIENTS (50), DEMO_JOURNAL_EVENTS (50000).
 set -u
 
+if [ "${1:-}" = --help ]; then
+	echo "usage: demo.sh BUILDDIR DATADIR"
+	exit 0
+fi
 if [ $# -ne 2 ]; then
 	echo "usage: demo.sh BUILDDIR DATADIR" >&2
 	exit 2

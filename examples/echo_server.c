@@ -19,12 +19,10 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stddef.h>
-#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
@@ -32,11 +30,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <aggring.h>
+
+#include "acceptor.h"
+#include "drain.h"
+#include "net.h"
+#include "opts.h"
+#include "util.h"
 
 #define BUF_SIZE 16384
 #define STOP_TIMEOUT_NS (10ull * 1000000000ull)
@@ -45,15 +47,11 @@ struct server {
 	agr_supplier *sup;
 	agr_scheduler *sched;
 	unsigned nworkers;
-	int listen_fd;
+	struct acceptor *acceptor;
 	unsigned next; /* round-robin; the acceptor's worker only */
 	atomic_bool stopping;
 	atomic_uint_fast64_t connections, bytes;
-
-	pthread_mutex_t lock; /* cond: the network went quiet */
-	pthread_cond_t cond;
-	long open_conns;
-	bool listening;
+	struct drain drain; /* the acceptor and the open connections */
 	struct conn **conns; /* per worker: its live connections */
 };
 
@@ -66,25 +64,7 @@ struct conn {
 	char buf[BUF_SIZE];
 };
 
-static void die(const char *what, int err) __attribute__((noreturn));
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "echo_server: %s: %s\n", what, strerror(err));
-	exit(1);
-}
-
 /* ---- connections ---- */
-
-/* Connections opened (+1) or closed (-1), or the acceptor ended (0). */
-static void network_changed(struct server *srv, long delta)
-{
-	pthread_mutex_lock(&srv->lock);
-	srv->open_conns += delta;
-	if (delta == 0)
-		srv->listening = false;
-	pthread_cond_broadcast(&srv->cond);
-	pthread_mutex_unlock(&srv->lock);
-}
 
 static void conn_close(struct conn *c)
 {
@@ -98,7 +78,7 @@ static void conn_close(struct conn *c)
 		c->next->prev = c->prev;
 	close(c->fd);
 	free(c);
-	network_changed(srv, -1);
+	drain_done(&srv->drain);
 }
 
 static void received(int res, void *arg);
@@ -136,8 +116,7 @@ static void received(int res, void *arg)
 
 static void sent(int res, void *arg)
 {
-	struct conn *c = (struct conn *)(void *)((char *)arg -
-						  offsetof(struct conn, buf));
+	struct conn *c = container_of(arg, struct conn, buf);
 
 	if (res <= 0) {
 		conn_close(c);
@@ -181,71 +160,26 @@ static void close_conns(void *arg)
 
 /* ---- accepting ---- */
 
-static void accepted(int res, void *arg)
+/* A new connection, on worker 0: deal it to the next worker. */
+static void take(void *arg, int fd)
 {
 	struct server *srv = arg;
-	struct conn *c;
+	struct conn *c = calloc(1, sizeof(*c));
 
-	if (res < 0) { /* the multishot accept ended */
-		if (res != -ECANCELED)
-			fprintf(stderr, "echo_server: accept: %s\n",
-				strerror(-res));
-		close(srv->listen_fd);
-		network_changed(srv, 0);
-		return;
-	}
-	c = calloc(1, sizeof(*c));
-	if (!c || atomic_load(&srv->stopping)) {
-		close(res);
-		free(c);
+	if (!c) {
+		close(fd);
 		return;
 	}
 	c->srv = srv;
-	c->fd = res;
+	c->fd = fd;
 	c->worker = srv->next++ % srv->nworkers;
 	atomic_fetch_add(&srv->connections, 1);
-	network_changed(srv, 1);
+	drain_add(&srv->drain);
 	if (agr_scheduler_schedule(srv->sched, c->worker, conn_start, c) < 0) {
-		close(res);
+		close(fd);
 		free(c);
-		network_changed(srv, -1);
+		drain_done(&srv->drain);
 	}
-}
-
-static void start_accepting(void *arg)
-{
-	struct server *srv = arg;
-	int ret = agr_io_accept_multishot(agr_worker_current(), srv->listen_fd,
-					  SOCK_CLOEXEC, accepted, srv);
-
-	if (ret < 0)
-		accepted(ret, srv);
-}
-
-static void stop_accepting(void *arg)
-{
-	agr_io_cancel(agr_worker_current(), arg);
-}
-
-static int listen_on(int port)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	socklen_t len = sizeof(sa);
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
-
-	if (fd < 0)
-		die("socket", errno);
-	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("bind", errno);
-	if (listen(fd, 511) < 0)
-		die("listen", errno);
-	getsockname(fd, (struct sockaddr *)&sa, &len);
-	printf("listening on 127.0.0.1:%d\n", ntohs(sa.sin_port));
-	fflush(stdout);
-	return fd;
 }
 
 /* ---- start and stop ---- */
@@ -253,36 +187,22 @@ static int listen_on(int port)
 static void start(struct server *srv, int port, int workers)
 {
 	agr_named_aggregate named = { "echo", "Connection" };
-	int ret;
+	int ret, fd;
 
 	ret = agr_supplier_new("echo", workers, &srv->sup);
 	if (ret == 0)
 		ret = agr_supplier_get_or_init(srv->sup, &named, &srv->sched);
 	if (ret)
-		die("starting the workers (is io_uring available?)", -ret);
+		die_errno("starting the workers (is io_uring available?)", ret);
 	srv->nworkers = (unsigned)agr_scheduler_parallelism(srv->sched);
-	srv->conns = calloc(srv->nworkers, sizeof(*srv->conns));
-	if (!srv->conns)
-		die("calloc", ENOMEM);
-	srv->listen_fd = listen_on(port);
-	srv->listening = true;
-	ret = agr_scheduler_schedule(srv->sched, 0, start_accepting, srv);
+	srv->conns = xcalloc(srv->nworkers, sizeof(*srv->conns));
+	fd = net_listen(port, &port);
+	ret = acceptor_start(srv->sched, 0, fd, take, srv, &srv->drain,
+			     &srv->acceptor);
 	if (ret)
-		die("agr_scheduler_schedule", -ret);
-}
-
-/* Waits, up to the deadline, until no socket operation is in flight. */
-static bool wait_network_quiet(struct server *srv, const struct timespec *t)
-{
-	bool quiet;
-
-	pthread_mutex_lock(&srv->lock);
-	while ((srv->open_conns > 0 || srv->listening) &&
-	       pthread_cond_timedwait(&srv->cond, &srv->lock, t) == 0)
-		;
-	quiet = srv->open_conns == 0 && !srv->listening;
-	pthread_mutex_unlock(&srv->lock);
-	return quiet;
+		die_errno("agr_scheduler_schedule", ret);
+	printf("listening on 127.0.0.1:%d\n", port);
+	fflush(stdout);
 }
 
 /*
@@ -292,63 +212,65 @@ static bool wait_network_quiet(struct server *srv, const struct timespec *t)
  */
 static bool stop(struct server *srv)
 {
-	struct timespec deadline;
+	uint64_t deadline = now_ns() + STOP_TIMEOUT_NS;
 	bool clean;
 	unsigned i;
 
-	clock_gettime(CLOCK_REALTIME, &deadline);
-	deadline.tv_sec += (time_t)(STOP_TIMEOUT_NS / 1000000000ull);
 	atomic_store(&srv->stopping, true);
-	agr_scheduler_schedule(srv->sched, 0, stop_accepting, srv);
+	acceptor_stop(srv->acceptor);
 	for (i = 0; i < srv->nworkers; i++)
 		agr_scheduler_schedule(srv->sched, i, close_conns,
 				       &srv->conns[i]);
-	clean = wait_network_quiet(srv, &deadline);
+	clean = drain_wait(&srv->drain, left_until(deadline));
 	if (agr_supplier_stop_gracefully(srv->sup, STOP_TIMEOUT_NS) < 0)
 		clean = false;
 	agr_supplier_free(srv->sup); /* forces the stop if it timed out */
+	acceptor_free(srv->acceptor);
 	return clean;
 }
 
-static void usage(void) __attribute__((noreturn));
-static void usage(void)
-{
-	fprintf(stderr, "usage: echo_server [--port P] [--workers N]\n");
-	exit(2);
-}
+static const char usage_text[] = "usage: echo_server [--port P] "
+				 "[--workers N]\n";
 
-int main(int argc, char **argv)
+static void parse_options(int argc, char **argv, long *port, long *workers)
 {
 	static const struct option opts[] = {
 		{ "port", required_argument, NULL, 'p' },
 		{ "workers", required_argument, NULL, 'w' },
+		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
-	struct server srv = { .listen_fd = -1 };
+	int ch;
+
+	while ((ch = getopt_long(argc, argv, "p:w:h", opts, NULL)) != -1) {
+		switch (ch) {
+		case 'p': *port = opts_number(optarg, 0, 65535); break;
+		case 'w': *workers = opts_number(optarg, 0, 1024); break;
+		case 'h': opts_help();
+		default: opts_bad();
+		}
+	}
+	if (optind != argc)
+		opts_bad();
+}
+
+int main(int argc, char **argv)
+{
+	struct server srv = { .sup = NULL };
 	long port = 7007, workers = 0;
-	int ch, sig;
-	char *end;
 	sigset_t set;
 	bool clean;
+	int sig;
 
-	while ((ch = getopt_long(argc, argv, "p:w:", opts, NULL)) != -1) {
-		if (ch != 'p' && ch != 'w')
-			usage();
-		*(ch == 'p' ? &port : &workers) = strtol(optarg, &end, 10);
-		if (*end || end == optarg)
-			usage();
-	}
-	if (optind != argc || port < 0 || port > 65535 || workers < 0 ||
-	    workers > 1024)
-		usage();
+	opts_init("echo_server", usage_text);
+	parse_options(argc, argv, &port, &workers);
 	/* Block the stop signals in every thread; main waits for them. */
 	signal(SIGPIPE, SIG_IGN);
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
-	pthread_mutex_init(&srv.lock, NULL);
-	pthread_cond_init(&srv.cond, NULL);
+	drain_init(&srv.drain);
 	start(&srv, (int)port, (int)workers);
 	sigwait(&set, &sig);
 	clean = stop(&srv);
@@ -357,7 +279,6 @@ int main(int argc, char **argv)
 	       (uint64_t)atomic_load(&srv.connections),
 	       (uint64_t)atomic_load(&srv.bytes));
 	free(srv.conns);
-	pthread_mutex_destroy(&srv.lock);
-	pthread_cond_destroy(&srv.cond);
+	drain_destroy(&srv.drain);
 	return clean ? 0 : 1;
 }

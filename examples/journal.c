@@ -22,6 +22,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdbool.h>
@@ -34,6 +35,9 @@
 #include <unistd.h>
 
 #include <aggring.h>
+
+#include "opts.h"
+#include "util.h"
 
 #define RECORD_MAX 64
 
@@ -75,21 +79,6 @@ struct app {
 	atomic_long failed;
 	atomic_long fsyncs;
 };
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void die(const char *what, int err) __attribute__((noreturn));
-static void die(const char *what, int err)
-{
-	fprintf(stderr, "journal: %s: %s\n", what, strerror(err < 0 ? -err : err));
-	exit(1);
-}
 
 /* ---- the handler: write, then fdatasync, then acknowledge ---- */
 
@@ -200,7 +189,7 @@ static void *produce(void *arg)
 		       -EAGAIN)
 			sched_yield();
 		if (ret)
-			die("send", ret);
+			die_errno("send", ret);
 	}
 	return NULL;
 }
@@ -214,7 +203,7 @@ static void make_events(struct app *app)
 	app->id_names = calloc((size_t)app->cfg.ids, sizeof(*app->id_names));
 	app->events = calloc((size_t)app->cfg.events, sizeof(*app->events));
 	if (!next_seq || !app->id_names || !app->events)
-		die("allocating events", ENOMEM);
+		die_errno("allocating events", ENOMEM);
 	for (int id = 0; id < app->cfg.ids; id++)
 		snprintf(app->id_names[id], sizeof(app->id_names[id]),
 			 "account-%d", id);
@@ -240,7 +229,7 @@ static char *path_of(const char *dir, const char *name)
 	char *p;
 
 	if (asprintf(&p, "%s/%s", dir, name) < 0)
-		die("asprintf", ENOMEM);
+		die_errno("asprintf", ENOMEM);
 	return p;
 }
 
@@ -252,7 +241,7 @@ static void open_journals(struct app *app)
 	app->journals = calloc((size_t)app->cfg.groups,
 			       sizeof(*app->journals));
 	if (!app->journals)
-		die("allocating journals", ENOMEM);
+		die_errno("allocating journals", ENOMEM);
 	for (g = 0; g < app->cfg.groups; g++) {
 		char name[32], *path;
 
@@ -261,7 +250,7 @@ static void open_journals(struct app *app)
 		app->journals[g].fd = open(path, O_WRONLY | O_CREAT | O_TRUNC |
 						 O_CLOEXEC, 0644);
 		if (app->journals[g].fd < 0)
-			die(path, errno);
+			die_errno(path, errno);
 		free(path);
 	}
 }
@@ -275,14 +264,14 @@ static void write_acked(struct app *app)
 	long i;
 
 	if (!count || !f)
-		die(path, errno ? errno : ENOMEM);
+		die_errno(path, errno ? errno : ENOMEM);
 	for (i = 0; i < app->cfg.events; i++)
 		if (app->events[i].durable)
 			count[app->events[i].id]++;
 	for (i = 0; i < app->cfg.ids; i++)
 		fprintf(f, "%ld %ld\n", i, count[i]);
 	if (fclose(f) != 0)
-		die(path, errno);
+		die_errno(path, errno);
 	free(count);
 	free(path);
 }
@@ -297,16 +286,16 @@ static int verify(const char *dir)
 	long bad = 0, g;
 
 	if (!f)
-		die(path, errno);
+		die_errno(path, errno);
 	/* write_acked() lists every id, in order from 0. */
 	while (fscanf(f, "%ld %ld", &id, &n) == 2) {
 		long *grown;
 
 		if (id != ids || n < 0)
-			die(path, EINVAL);
+			die_errno(path, EINVAL);
 		grown = realloc(acked, (size_t)(ids + 1) * sizeof(long));
 		if (!grown)
-			die("allocating acked", ENOMEM);
+			die_errno("allocating acked", ENOMEM);
 		acked = grown;
 		acked[ids++] = n;
 	}
@@ -314,7 +303,7 @@ static int verify(const char *dir)
 	free(path);
 	seen = calloc((size_t)ids + 1, sizeof(long));
 	if (!seen)
-		die("allocating seen", ENOMEM);
+		die_errno("allocating seen", ENOMEM);
 	for (g = 0;; g++) {
 		char name[32], line[RECORD_MAX];
 		long seq;
@@ -402,17 +391,17 @@ static void start_dispatcher(struct app *app)
 
 	ret = agr_supplier_new("journal", app->cfg.workers, &sup);
 	if (ret)
-		die("agr_supplier_new", ret);
+		die_errno("agr_supplier_new", ret);
 	o.supplier = sup;
 	ret = agr_dispatcher_new(&o, &app->disp);
 	if (ret)
-		die("agr_dispatcher_new (is io_uring available?)", ret);
+		die_errno("agr_dispatcher_new (is io_uring available?)", ret);
 	ret = agr_dispatcher_register(app->disp, "Deposited", append_event, app);
 	if (ret)
-		die("agr_dispatcher_register", ret);
+		die_errno("agr_dispatcher_register", ret);
 	ret = agr_dispatcher_start(app->disp);
 	if (ret)
-		die("agr_dispatcher_start", ret);
+		die_errno("agr_dispatcher_start", ret);
 }
 
 static int run(struct app *app)
@@ -435,7 +424,7 @@ static int run(struct app *app)
 	/* Graceful stop under a deadline: every admitted event completes. */
 	ret = agr_dispatcher_stop_gracefully(app->disp, 60ull * 1000000000ull);
 	if (ret)
-		die("agr_dispatcher_stop_gracefully", ret);
+		die_errno("agr_dispatcher_stop_gracefully", ret);
 	report(app, (double)(now_ns() - t0) / 1e9);
 	agr_dispatcher_free(app->disp);
 	for (i = 0; i < app->cfg.groups; i++)
@@ -448,24 +437,14 @@ static int run(struct app *app)
 	return atomic_load(&app->failed) ? 1 : 0;
 }
 
-static void usage(void) __attribute__((noreturn));
-static void usage(void)
-{
-	fprintf(stderr,
-		"usage: journal [-d DIR] [-n EVENTS] [-i IDS] [-p PRODUCERS] "
-		"[-w WORKERS] [-g GROUPS]\n"
-		"       journal --verify [-d DIR]\n");
-	exit(2);
-}
+static const char usage_text[] =
+	"usage: journal [-d DIR] [-n EVENTS] [-i IDS] [-p PRODUCERS] "
+	"[-w WORKERS] [-g GROUPS]\n"
+	"       journal --verify [-d DIR]\n";
 
 static long positive(const char *s)
 {
-	char *end;
-	long v = strtol(s, &end, 10);
-
-	if (*end || v <= 0)
-		usage();
-	return v;
+	return opts_number(s, 1, INT_MAX);
 }
 
 static void parse(int argc, char **argv, struct config *c)
@@ -490,7 +469,8 @@ static void parse(int argc, char **argv, struct config *c)
 		case 'w': c->workers = (int)positive(optarg); break;
 		case 'g': c->groups = (int)positive(optarg); break;
 		case 'v': c->verify = true; break;
-		default: usage();
+		case 'h': opts_help();
+		default: opts_bad();
 		}
 	}
 }
@@ -499,6 +479,7 @@ int main(int argc, char **argv)
 {
 	struct app app = { .acked = 0 };
 
+	opts_init("journal", usage_text);
 	parse(argc, argv, &app.cfg);
 	if (app.cfg.verify)
 		return verify(app.cfg.dir);

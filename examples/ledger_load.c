@@ -39,28 +39,25 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <math.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "buf.h"
+#include "load_metrics.h"
+#include "net.h"
+#include "opts.h"
 #include "resp.h"
+#include "util.h"
 
 #define NAME_MAX_LEN 128
 #define STALL_NS (30ull * 1000000000ull) /* no reply for this long: fail */
@@ -89,11 +86,6 @@ struct inflight {
 	long account;
 	long long expect; /* the balance after it, or the one read */
 	uint64_t sent_ns;
-};
-
-struct buf {
-	char *p;
-	size_t len, cap;
 };
 
 struct conn {
@@ -129,51 +121,6 @@ struct load {
 	struct stats st;
 };
 
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2),
-						      noreturn));
-static void die(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("ledger_load: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-	exit(1);
-}
-
-static void *xcalloc(size_t n, size_t size)
-{
-	void *p = calloc(n ? n : 1, size);
-
-	if (!p)
-		die("out of memory");
-	return p;
-}
-
-static void buf_reserve(struct buf *b, size_t extra)
-{
-	size_t cap = b->cap ? b->cap : 4096;
-
-	if (b->len + extra <= b->cap)
-		return;
-	while (cap < b->len + extra)
-		cap *= 2;
-	b->p = realloc(b->p, cap);
-	if (!b->p)
-		die("out of memory");
-	b->cap = cap;
-}
-
 /* xorshift64*: fast, and the same stream for the same --seed. */
 static uint64_t next_random(uint64_t *s)
 {
@@ -189,7 +136,7 @@ static void send_command(struct conn *c, int argc, const struct resp_arg *a)
 {
 	size_t n = resp_encode_command(NULL, 0, argc, a);
 
-	buf_reserve(&c->out, n);
+	buf_reserve(&c->out, n, 4096);
 	resp_encode_command(c->out.p + c->out.len, n, argc, a);
 	c->out.len += n;
 }
@@ -372,7 +319,7 @@ static void receive(struct load *l, struct conn *c)
 	ssize_t n;
 
 	for (;;) {
-		buf_reserve(&c->in, 16384);
+		buf_reserve(&c->in, 16384, 4096);
 		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
@@ -393,8 +340,7 @@ static void receive(struct load *l, struct conn *c)
 		on_reply(l, c, &r);
 		pos += used;
 	}
-	memmove(c->in.p, c->in.p + pos, c->in.len - pos);
-	c->in.len -= pos;
+	buf_consume(&c->in, pos);
 }
 
 /* ---- the loop ---- */
@@ -483,16 +429,11 @@ static void run_phase(struct load *l, enum phase phase)
 
 static int connect_to(int port)
 {
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), one = 1;
+	int fd = net_connect(port, 0);
 
 	if (fd < 0)
-		die("socket: %s", strerror(errno));
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
-		die("connect 127.0.0.1:%d: %s", port, strerror(errno));
-	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+		die("connect 127.0.0.1:%d: %s", port, strerror(-fd));
+	net_nodelay(fd);
 	fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
 	return fd;
 }
@@ -555,12 +496,10 @@ static void read_expectations(struct load *l, const char *path)
 	while (fscanf(f, "%128s %lld", name, &v) == 2) {
 		if (l->naccounts == cap) {
 			cap = cap ? cap * 2 : 1024;
-			l->names = realloc(l->names,
-					   (size_t)cap * sizeof(*l->names));
-			l->balance = realloc(l->balance,
-					     (size_t)cap * sizeof(*l->balance));
-			if (!l->names || !l->balance)
-				die("out of memory");
+			l->names = xrealloc(l->names,
+					    (size_t)cap * sizeof(*l->names));
+			l->balance = xrealloc(l->balance, (size_t)cap *
+							  sizeof(*l->balance));
 		}
 		l->names[l->naccounts] = strdup(name);
 		l->balance[l->naccounts++] = v;
@@ -632,200 +571,16 @@ static int report_check(const struct load *l)
 	return ok ? 0 : 1;
 }
 
-/* ---- the server's own view: GET /metrics ---- */
-
-#define METRICS_MAX (4 << 20) /* the largest page accepted */
-#define LE_MAX 64	      /* histogram buckets kept */
-#define METRICS_TIMEOUT_S 10
-
-/* Only the ledger's dispatcher counts; other series are skipped. */
-#define METRICS_LABELS "dispatcher=\"ledger\""
-
-/* A Prometheus histogram: cumulative counts by upper bound (le). */
-struct histo {
-	double le[LE_MAX]; /* seconds, ascending; the last one +Inf */
-	uint64_t cum[LE_MAX];
-	int n;
-};
-
-struct server_metrics {
-	struct histo queue, processing;
-	uint64_t handled, failed;
-	bool counters; /* the outcome counters were found */
-};
-
-/*
- * GET http://127.0.0.1:port/path with a plain blocking socket, bounded
- * by timeouts. Returns the whole response, NUL-terminated, or NULL
- * with errno set.
- */
-static char *http_get(int port, const char *path)
-{
-	struct sockaddr_in sa = { .sin_family = AF_INET,
-				  .sin_port = htons((uint16_t)port),
-				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
-	struct timeval tv = { .tv_sec = METRICS_TIMEOUT_S };
-	struct buf b = { 0 };
-	char req[160];
-	int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), n, err;
-	ssize_t got;
-
-	if (fd < 0)
-		return NULL;
-	setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-	n = snprintf(req, sizeof(req),
-		     "GET %.100s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n", path);
-	if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
-	    send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
-		goto fail;
-	for (;;) {
-		buf_reserve(&b, 16384);
-		got = read(fd, b.p + b.len, b.cap - b.len - 1);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got < 0)
-			goto fail;
-		if (got == 0)
-			break;
-		b.len += (size_t)got;
-		if (b.len > METRICS_MAX) {
-			errno = EFBIG;
-			goto fail;
-		}
-	}
-	close(fd);
-	b.p[b.len] = '\0';
-	return b.p;
-fail:
-	err = errno == EAGAIN ? ETIMEDOUT : errno; /* SO_RCVTIMEO's mark */
-	close(fd);
-	free(b.p);
-	errno = err;
-	return NULL;
-}
-
-static bool starts_with(const char *s, const char *prefix)
-{
-	return strncmp(s, prefix, strlen(prefix)) == 0;
-}
-
-static void histo_add(struct histo *h, const char *line, uint64_t v)
-{
-	const char *le = strstr(line, "le=\"");
-
-	if (!le || h->n == LE_MAX)
-		return;
-	le += 4;
-	h->le[h->n] = starts_with(le, "+Inf") ? HUGE_VAL : strtod(le, NULL);
-	h->cum[h->n++] = v;
-}
-
-/* One line of the page; anything it does not need is ignored. */
-static void parse_metric(struct server_metrics *m, const char *line)
-{
-	const char *sp = strrchr(line, ' ');
-	uint64_t v;
-
-	if (line[0] == '#' || !sp || !strstr(line, METRICS_LABELS))
-		return;
-	v = strtoull(sp + 1, NULL, 10);
-	if (starts_with(line, "aggring_queue_latency_seconds_bucket{")) {
-		histo_add(&m->queue, line, v);
-	} else if (starts_with(line,
-			       "aggring_processing_latency_seconds_bucket{")) {
-		histo_add(&m->processing, line, v);
-	} else if (starts_with(line, "aggring_messages_total{")) {
-		if (strstr(line, "outcome=\"handled\"")) {
-			m->handled = v;
-			m->counters = true;
-		} else if (strstr(line, "outcome=\"failed\"")) {
-			m->failed = v;
-		}
-	}
-}
-
-/*
- * The q quantile (0 < q <= 1), in ms: the upper bound of the first
- * bucket whose cumulative count reaches q of all. The buckets double,
- * so this overstates by up to 2x; NAN without samples.
- */
-static double histo_quantile_ms(const struct histo *h, double q)
-{
-	double count = h->n ? (double)h->cum[h->n - 1] : 0.0;
-	int i;
-
-	for (i = 0; count > 0 && i < h->n; i++)
-		if ((double)h->cum[i] >= q * count)
-			return h->le[i] * 1e3;
-	return (double)NAN;
-}
-
-/* Fetches and prints the server's queue vs processing latency. */
-static int report_server(int port)
-{
-	struct server_metrics m = { 0 };
-	char *page = http_get(port, "/metrics"), *body, *line, *save;
-
-	if (!page) {
-		fprintf(stderr, "ledger_load: GET /metrics on port %d: %s\n",
-			port, strerror(errno));
-		return 1;
-	}
-	body = strstr(page, "\r\n\r\n");
-	if (!starts_with(page, "HTTP/1.1 200 ") || !body) {
-		fprintf(stderr, "ledger_load: GET /metrics: %.*s\n",
-			(int)strcspn(page, "\r\n"), page);
-		free(page);
-		return 1;
-	}
-	for (line = strtok_r(body, "\r\n", &save); line;
-	     line = strtok_r(NULL, "\r\n", &save))
-		parse_metric(&m, line);
-	free(page);
-	if (!m.counters) {
-		fprintf(stderr, "ledger_load: /metrics has no %s series\n",
-			METRICS_LABELS);
-		return 1;
-	}
-	printf("ledger_load: server: %" PRIu64 " messages handled, %" PRIu64
-	       " failed (since it started)\n", m.handled, m.failed);
-	printf("ledger_load: server queue latency p50 %.3f ms, p99 %.3f ms; "
-	       "processing latency p50 %.3f ms, p99 %.3f ms (bucket upper "
-	       "bounds)\n", histo_quantile_ms(&m.queue, 0.50),
-	       histo_quantile_ms(&m.queue, 0.99),
-	       histo_quantile_ms(&m.processing, 0.50),
-	       histo_quantile_ms(&m.processing, 0.99));
-	return 0;
-}
-
 /* ---- options ---- */
 
-static void usage(void) __attribute__((noreturn));
-static void usage(void)
-{
-	fprintf(stderr,
-		"usage: ledger_load --port P [--connections C] [--requests N]"
-		" [--accounts K]\n"
-		"                   [--pipeline D] [--seed S] [--prefix STR]"
-		" [--expect-out FILE]\n"
-		"                   [--metrics-port M]\n"
-		"       ledger_load --port P --check FILE [--connections C]"
-		" [--metrics-port M]\n");
-	exit(2);
-}
-
-static long number(const char *s, long min, long max)
-{
-	char *end;
-	long v;
-
-	errno = 0;
-	v = strtol(s, &end, 10);
-	if (errno || end == s || *end || v < min || v > max)
-		usage();
-	return v;
-}
+static const char usage_text[] =
+	"usage: ledger_load --port P [--connections C] [--requests N]"
+	" [--accounts K]\n"
+	"                   [--pipeline D] [--seed S] [--prefix STR]"
+	" [--expect-out FILE]\n"
+	"                   [--metrics-port M]\n"
+	"       ledger_load --port P --check FILE [--connections C]"
+	" [--metrics-port M]\n";
 
 static void parse_options(int argc, char **argv, struct config *c)
 {
@@ -851,26 +606,29 @@ static void parse_options(int argc, char **argv, struct config *c)
 	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
-		case 'p': c->port = (int)number(optarg, 1, 65535); break;
-		case 'c': c->connections = (int)number(optarg, 1, 10000); break;
-		case 'n': c->requests = number(optarg, 1, 1L << 40); break;
-		case 'k': c->accounts = number(optarg, 1, 1L << 30); break;
-		case 'P': c->pipeline = (int)number(optarg, 1, 1000); break;
+		case 'p': c->port = (int)opts_number(optarg, 1, 65535); break;
+		case 'c':
+			c->connections = (int)opts_number(optarg, 1, 10000);
+			break;
+		case 'n': c->requests = opts_number(optarg, 1, 1L << 40); break;
+		case 'k': c->accounts = opts_number(optarg, 1, 1L << 30); break;
+		case 'P': c->pipeline = (int)opts_number(optarg, 1, 1000); break;
 		case 's':
-			c->seed = (uint64_t)number(optarg, 0, LONG_MAX);
+			c->seed = (uint64_t)opts_number(optarg, 0, LONG_MAX);
 			break;
 		case 'x': c->prefix = optarg; break;
 		case 'o': c->expect_out = optarg; break;
 		case 'C': c->check = optarg; break;
 		case 'M':
-			c->metrics_port = (int)number(optarg, 1, 65535);
+			c->metrics_port = (int)opts_number(optarg, 1, 65535);
 			break;
-		default: usage();
+		case 'h': opts_help();
+		default: opts_bad();
 		}
 	}
 	if (optind != argc || c->port == 0 ||
 	    strlen(c->prefix) + 20 > NAME_MAX_LEN)
-		usage();
+		opts_bad();
 }
 
 static void free_load(struct load *l)
@@ -900,6 +658,7 @@ int main(int argc, char **argv)
 	uint64_t t0;
 	int ret;
 
+	opts_init("ledger_load", usage_text);
 	parse_options(argc, argv, &l.cfg);
 	if (l.cfg.check) {
 		read_expectations(&l, l.cfg.check);

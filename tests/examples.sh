@@ -6,6 +6,8 @@
 # balances, both journal I/O modes on the same files, and a journal that
 # outgrows the zeros it wrote ahead.
 #
+# Every example's --help prints its usage on stdout and exits 0.
+#
 # Run by `make check` (top_builddir and top_srcdir set), or by hand from
 # the build directory. Exit 0 pass, 1 fail, 77 skip (no io_uring).
 set -u
@@ -111,6 +113,28 @@ serves_and_goes_on() {
 have_bash=false
 command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1 &&
 	have_bash=true
+
+step "--help: the usage on stdout, exit 0; a bad option: stderr, exit 2"
+for prog in journal echo_server ledger_server ledger_load; do
+	"$ex/$prog" --help >"$tmp/help.out" 2>"$tmp/help.err"
+	status=$?
+	[ $status -eq 0 ] || fail "$prog --help: exit status $status, not 0"
+	grep -q "^usage: $prog " "$tmp/help.out" ||
+		fail "$prog --help: no usage on stdout"
+	[ ! -s "$tmp/help.err" ] ||
+		fail "$prog --help wrote on stderr: $(cat "$tmp/help.err")"
+	"$ex/$prog" --no-such-option >"$tmp/help.out" 2>"$tmp/help.err"
+	status=$?
+	[ $status -eq 2 ] || fail "$prog --no-such-option: exit status $status"
+	grep -q "^usage: $prog " "$tmp/help.err" ||
+		fail "$prog --no-such-option: no usage on stderr"
+	[ ! -s "$tmp/help.out" ] ||
+		fail "$prog --no-such-option wrote on stdout"
+done
+sh "$top_srcdir/examples/demo.sh" --help >"$tmp/help.out" 2>"$tmp/help.err" ||
+	fail "demo.sh --help: exit status $?"
+grep -q '^usage: demo.sh ' "$tmp/help.out" && [ ! -s "$tmp/help.err" ] ||
+	fail "demo.sh --help: no usage on stdout, or something on stderr"
 
 step "journal: append, fdatasync, acknowledge; then --verify"
 if ! "$ex/journal" -d "$tmp/journal" -n 3000 -i 100 -p 2 -w 2 -g 16 \

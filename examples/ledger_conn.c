@@ -1,0 +1,637 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "ledger_conn.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "acceptor.h"
+#include "buf.h"
+#include "ledger_accounts.h"
+#include "ledger_commands.h"
+#include "net.h"
+#include "resp.h"
+#include "util.h"
+
+#define PENDING_MAX 1024	   /* requests in flight per connection */
+#define IN_BUF_MIN (16 * 1024)
+#define IN_BUF_MAX (1024 * 1024)   /* the largest request accepted */
+#define LINGER_NS 1000000000ull	   /* a closing peer gets this long */
+
+struct conn;
+
+/*
+ * One worker's connections; touched only by its thread until it has
+ * ended. Cache-line aligned: neighbours are written by other workers.
+ */
+struct front_worker {
+	_Alignas(64) struct conn *conns; /* its live connections */
+	struct conn *replied; /* with replies finished in this turn */
+	bool flush_queued;    /* worker_flush_replies() is queued */
+	struct front *front;
+	unsigned index;
+	uint64_t commands, protocol_errors, connections;
+};
+
+struct front {
+	agr_dispatcher *disp;
+	agr_scheduler *sched;
+	unsigned nworkers;
+	struct front_worker *workers; /* [nworkers] */
+	struct acceptor *acceptor;
+	struct drain *drain;
+	atomic_bool stopping;
+	unsigned next; /* round-robin; the acceptor's worker only */
+};
+
+/*
+ * A request of a connection. Lives from parsing until its reply has
+ * been queued for sending; in between its message may visit the
+ * account's group on another worker, which touches only the message
+ * and the reply, never the connection.
+ */
+struct request {
+	struct conn *conn;
+	struct request *next; /* the connection's queue, arrival order */
+	bool ready;	      /* reply[] is final */
+	unsigned conn_worker;
+	unsigned reply_len;
+	struct account_msg am; /* msg.user = this */
+	char reply[REPLY_MAX];
+};
+
+struct conn {
+	struct front_worker *wc;
+	struct conn *prev, *next; /* wc->conns */
+	int fd;
+	bool eof;	   /* the peer sends no more (or we gave up on it) */
+	bool closing;	   /* we serve no more: QUIT, a stop, a dead peer */
+	bool broken;	   /* sending failed: replies are dropped */
+	bool lingering;	   /* our FIN is sent; draining until the peer's */
+	bool recv_armed;   /* a recv is in flight (callback arg: conn) */
+	bool send_armed;   /* a send is in flight (callback arg: &wire) */
+	bool linger_armed; /* the linger timer (callback arg: &lingering) */
+	bool replied;	   /* on wc->replied, until the end of the turn */
+	struct conn *next_replied;
+	enum resp_sync sync;
+	struct request *head, *tail;
+	unsigned pending; /* requests in the queue */
+	struct buf in;	  /* received, not yet parsed */
+	struct buf out;	  /* replies, in order, waiting for the wire */
+	struct buf wire;  /* being sent */
+	size_t wire_sent;
+};
+
+static void conn_pump(struct conn *c);
+static void conn_stop_reading(struct conn *c);
+
+/* ---- requests and their replies, in order ---- */
+
+static void request_enqueue(struct conn *c, struct request *rq)
+{
+	rq->conn = c;
+	rq->next = NULL;
+	if (c->tail)
+		c->tail->next = rq;
+	else
+		c->head = rq;
+	c->tail = rq;
+	c->pending++;
+}
+
+/*
+ * A reply known at once (n <= REPLY_MAX), queued behind the requests
+ * still running, or straight to the output when there are none.
+ */
+static void conn_reply(struct conn *c, const char *p, size_t n)
+{
+	struct request *rq;
+
+	if (!c->head) {
+		buf_append(&c->out, p, n);
+		return;
+	}
+	rq = xcalloc(1, sizeof(*rq));
+	memcpy(rq->reply, p, n);
+	rq->reply_len = (unsigned)n;
+	rq->ready = true;
+	request_enqueue(c, rq);
+}
+
+/* The end of a worker's turn: send what its connections have finished. */
+static void worker_flush_replies(void *arg)
+{
+	struct front_worker *wc = arg;
+	struct conn *c;
+
+	wc->flush_queued = false;
+	while ((c = wc->replied) != NULL) {
+		wc->replied = c->next_replied;
+		c->replied = false;
+		conn_pump(c);
+	}
+}
+
+/* Dropped by a forced stop: the connections go with the workers. */
+static void worker_flush_dropped(void *arg, int err)
+{
+	struct front_worker *wc = arg;
+
+	(void)err;
+	wc->flush_queued = false;
+	for (; wc->replied; wc->replied = wc->replied->next_replied)
+		wc->replied->replied = false;
+}
+
+/*
+ * A reply is final. It goes out at the end of the worker's turn, with
+ * every other reply of its connection finished in that turn: a
+ * pipelining client gets one send per batch of events, not one for the
+ * first reply and another for the rest.
+ */
+static void request_ready(void *arg)
+{
+	struct request *rq = arg;
+	struct conn *c = rq->conn;
+	struct front_worker *wc = c->wc;
+
+	rq->ready = true;
+	if (c->replied)
+		return;
+	c->replied = true;
+	c->next_replied = wc->replied;
+	wc->replied = c;
+	if (wc->flush_queued)
+		return;
+	wc->flush_queued = true;
+	if (agr_scheduler_schedule_cancellable(wc->front->sched, wc->index,
+					       worker_flush_replies,
+					       worker_flush_dropped, wc) < 0)
+		worker_flush_replies(wc); /* stopping: now */
+}
+
+/*
+ * The dispatcher is done with a message (on the group's worker). Its
+ * reply goes to the connection's worker, directly if that is this one.
+ */
+void front_completed(agr_message *msg, int status, void *arg)
+{
+	struct front *f = arg;
+	struct request *rq = msg->user;
+	agr_worker *w = agr_worker_current();
+	int ret;
+
+	rq->reply_len = (unsigned)command_account_reply(&rq->am, status,
+							rq->reply);
+	if (w && agr_worker_scheduler(w) == f->sched &&
+	    (unsigned)agr_worker_index(w) == rq->conn_worker) {
+		request_ready(rq);
+		return;
+	}
+	ret = agr_scheduler_schedule(f->sched, rq->conn_worker,
+				     request_ready, rq);
+	if (ret < 0) /* only after a forced stop: the connection is gone */
+		warnf("reply lost: %s", strerror(-ret));
+}
+
+static void dispatch(struct conn *c, const struct command_outcome *o)
+{
+	struct front *f = c->wc->front;
+	struct request *rq = xcalloc(1, sizeof(*rq));
+	int ret;
+
+	account_msg_init(&rq->am, o->op, o->key.p, o->key.len, o->amount,
+			 rq);
+	rq->conn_worker = c->wc->index;
+	request_enqueue(c, rq);
+	ret = agr_dispatcher_send(f->disp, &rq->am.msg);
+	if (ret < 0) {
+		/* Not admitted: no callback will come, so answer now. */
+		rq->reply_len = (unsigned)command_refused_reply(ret,
+								rq->reply);
+		rq->ready = true;
+	}
+}
+
+static void conn_execute(struct conn *c, const struct resp_command *cmd)
+{
+	struct command_outcome out;
+
+	c->wc->commands++;
+	command_run(cmd, &out);
+	if (out.kind == COMMAND_ACCOUNT) {
+		dispatch(c, &out);
+		return;
+	}
+	conn_reply(c, out.reply, out.len);
+	if (out.kind == COMMAND_QUIT)
+		conn_stop_reading(c); /* and close after the replies queued */
+}
+
+/* "-ERR Protocol error: ...", then back in step as err says. */
+static void conn_protocol_error(struct conn *c, const struct resp_error *err)
+{
+	struct command_outcome out;
+	char msg[sizeof(err->msg) + 8];
+
+	c->wc->protocol_errors++;
+	snprintf(msg, sizeof(msg), "ERR %s", err->msg);
+	command_error(&out, msg);
+	conn_reply(c, out.reply, out.len);
+	c->sync = err->sync;
+}
+
+/* A full buffer and still no end: the request is too big. */
+static enum resp_status too_big(struct resp_error *err)
+{
+	snprintf(err->msg, sizeof(err->msg), "Protocol error: too big request");
+	err->used = 0;
+	err->sync = RESP_SKIP_TO_MULTIBULK;
+	return RESP_PROTOCOL;
+}
+
+/*
+ * Parses and runs the requests in the input buffer, up to PENDING_MAX
+ * in flight. Returns true if it stopped at that limit.
+ */
+static bool conn_parse(struct conn *c)
+{
+	struct resp_command cmd;
+	struct resp_error err;
+	size_t pos = 0, used;
+	enum resp_status s;
+	bool blocked = false;
+
+	while (!c->closing && pos < c->in.len) {
+		if (c->pending >= PENDING_MAX) {
+			blocked = true;
+			break;
+		}
+		if (c->sync != RESP_SYNCED) {
+			pos += resp_resync(&c->sync, c->in.p + pos,
+					   c->in.len - pos);
+			continue;
+		}
+		s = resp_parse_command(c->in.p + pos, c->in.len - pos, &cmd,
+				       &used, &err);
+		if (s == RESP_MORE) {
+			if (pos > 0 || c->in.len < IN_BUF_MAX)
+				break;
+			s = too_big(&err);
+		}
+		if (s == RESP_PROTOCOL) {
+			conn_protocol_error(c, &err);
+			pos += err.used;
+			continue;
+		}
+		pos += used;
+		if (cmd.argc > 0)
+			conn_execute(c, &cmd);
+	}
+	buf_consume(&c->in, pos);
+	return blocked;
+}
+
+/* Moves the replies that are next in line to the output buffer. */
+static void conn_collect(struct conn *c)
+{
+	struct request *rq;
+
+	while ((rq = c->head) && rq->ready) {
+		c->head = rq->next;
+		if (!c->head)
+			c->tail = NULL;
+		c->pending--;
+		if (!c->broken)
+			buf_append(&c->out, rq->reply, rq->reply_len);
+		free(rq);
+	}
+}
+
+/* ---- the socket: recv, send, linger, close ---- */
+
+static void conn_sent(int res, void *arg);
+
+/* QUIT, a stop, a dead peer: serve no more requests, then close. */
+static void conn_stop_reading(struct conn *c)
+{
+	if (c->closing)
+		return;
+	c->closing = true;
+	if (c->recv_armed)
+		agr_io_cancel(agr_worker_current(), c);
+}
+
+static void conn_send_more(struct conn *c)
+{
+	int ret = agr_io_send(agr_worker_current(), c->fd,
+			      c->wire.p + c->wire_sent,
+			      c->wire.len - c->wire_sent, MSG_NOSIGNAL,
+			      conn_sent, &c->wire);
+
+	if (ret < 0) {
+		c->broken = true;
+		c->wire.len = 0;
+		conn_stop_reading(c);
+		return;
+	}
+	c->send_armed = true;
+}
+
+static void conn_send(struct conn *c)
+{
+	struct buf t;
+
+	if (c->broken)
+		c->out.len = 0;
+	if (c->send_armed || c->out.len == 0)
+		return;
+	t = c->wire; /* double buffering: fill one, send the other */
+	c->wire = c->out;
+	c->out = t;
+	c->out.len = 0;
+	c->wire_sent = 0;
+	conn_send_more(c);
+}
+
+static void conn_sent(int res, void *arg)
+{
+	struct conn *c = container_of(arg, struct conn, wire);
+
+	c->send_armed = false;
+	if (res <= 0) {
+		c->broken = true;
+		c->wire.len = 0;
+		conn_stop_reading(c);
+	} else if ((c->wire_sent += (size_t)res) < c->wire.len) {
+		conn_send_more(c); /* the socket buffer was full */
+		return;
+	} else {
+		c->wire.len = 0;
+	}
+	conn_pump(c);
+}
+
+static void conn_received(int res, void *arg);
+
+/*
+ * Keeps a recv armed while requests may come and there is room for
+ * them; while lingering, to read and drop what the peer still sends.
+ */
+static void conn_arm_recv(struct conn *c)
+{
+	size_t room;
+	int ret;
+
+	if (c->recv_armed || c->eof)
+		return;
+	if (c->closing ? !c->lingering : c->pending >= PENDING_MAX)
+		return;
+	if (c->lingering)
+		c->in.len = 0; /* what it sends now is dropped */
+	if (c->in.len >= IN_BUF_MAX)
+		return; /* conn_parse has reported it */
+	room = IN_BUF_MAX - c->in.len;
+	buf_reserve(&c->in, room < IN_BUF_MIN / 4 ? room : IN_BUF_MIN / 4,
+		    IN_BUF_MIN);
+	room = (c->in.cap < IN_BUF_MAX ? c->in.cap : IN_BUF_MAX) - c->in.len;
+	ret = agr_io_recv(agr_worker_current(), c->fd, c->in.p + c->in.len,
+			  room, 0, conn_received, c);
+	if (ret < 0)
+		c->eof = true;
+	else
+		c->recv_armed = true;
+}
+
+static void conn_received(int res, void *arg)
+{
+	struct conn *c = arg;
+
+	c->recv_armed = false;
+	if (res > 0 && !c->closing)
+		c->in.len += (size_t)res;
+	else if (res == 0 || (res < 0 && res != -ECANCELED))
+		c->eof = true; /* end of stream, or the peer is gone */
+	if (c->eof && c->linger_armed)
+		agr_io_cancel(agr_worker_current(), &c->lingering);
+	conn_pump(c);
+}
+
+static void conn_linger_over(int res, void *arg)
+{
+	struct conn *c = container_of(arg, struct conn, lingering);
+
+	(void)res; /* -ETIME: time is up; -ECANCELED: the peer closed */
+	c->linger_armed = false;
+	if (!c->eof) {
+		c->eof = true; /* stop waiting for the peer's FIN */
+		if (c->recv_armed)
+			agr_io_cancel(agr_worker_current(), c);
+	}
+	conn_pump(c);
+}
+
+/*
+ * We close first (QUIT, a stop) once every reply has been sent. Closing
+ * a socket with unread input makes the kernel send a reset, which can
+ * destroy replies the client has not read yet. So half-close instead,
+ * and read until the client closes too, for at most LINGER_NS.
+ */
+static void conn_linger(struct conn *c)
+{
+	c->lingering = true;
+	shutdown(c->fd, SHUT_WR); /* our FIN follows the last reply */
+	if (agr_io_timeout(agr_worker_current(), LINGER_NS, conn_linger_over,
+			   &c->lingering) < 0)
+		c->eof = true;
+	else
+		c->linger_armed = true;
+}
+
+static void conn_free(struct conn *c)
+{
+	struct drain *drain = c->wc->front->drain;
+
+	close(c->fd);
+	if (c->prev)
+		c->prev->next = c->next;
+	else if (c->wc->conns == c)
+		c->wc->conns = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	buf_free(&c->in);
+	buf_free(&c->out);
+	buf_free(&c->wire);
+	free(c);
+	drain_done(drain);
+}
+
+/* Every request has been answered, or the peer is gone. */
+static bool conn_answered(const struct conn *c)
+{
+	return c->pending == 0 && c->out.len == 0 && !c->send_armed;
+}
+
+/*
+ * Done when the peer sends no more, every request has been answered
+ * and no operation of ours is in flight.
+ */
+static bool conn_done(const struct conn *c)
+{
+	return (c->eof || c->broken) && conn_answered(c) && !c->recv_armed &&
+	       !c->linger_armed && !c->replied;
+}
+
+/*
+ * Moves a connection along after any event: parse what arrived, pass
+ * finished replies to the wire in order, keep a recv armed while there
+ * is room, and free the connection once it is done. Never re-entered:
+ * nothing it calls completes a request synchronously.
+ */
+static void conn_pump(struct conn *c)
+{
+	bool blocked;
+
+	do {
+		blocked = conn_parse(c);
+		conn_collect(c);
+	} while (blocked && c->pending < PENDING_MAX);
+	conn_send(c);
+	if (c->closing && !c->eof && !c->broken && !c->lingering &&
+	    !c->recv_armed && conn_answered(c))
+		conn_linger(c);
+	conn_arm_recv(c);
+	if (conn_done(c))
+		conn_free(c);
+}
+
+/* ---- the front: accepting, stopping ---- */
+
+/* Runs on the connection's worker. */
+static void conn_start(void *arg)
+{
+	struct conn *c = arg;
+	struct front_worker *wc = c->wc;
+
+	c->next = wc->conns;
+	if (c->next)
+		c->next->prev = c;
+	wc->conns = c;
+	wc->connections++;
+	if (atomic_load(&wc->front->stopping))
+		c->closing = true; /* arrived after the stop began */
+	conn_pump(c);
+}
+
+/* A new connection, on the acceptor's worker: deal it to the next one. */
+static void front_take(void *arg, int fd)
+{
+	struct front *f = arg;
+	unsigned target = f->next++ % f->nworkers;
+	struct conn *c = xcalloc(1, sizeof(*c));
+
+	net_nodelay(fd);
+	c->fd = fd;
+	c->wc = &f->workers[target];
+	drain_add(f->drain);
+	if (target == (unsigned)agr_worker_index(agr_worker_current())) {
+		conn_start(c);
+		return;
+	}
+	if (agr_scheduler_schedule(f->sched, target, conn_start, c) < 0) {
+		close(fd);
+		free(c);
+		drain_done(f->drain);
+	}
+}
+
+/* A stop: every connection answers what it has read, then closes. */
+static void worker_close_conns(void *arg)
+{
+	struct front_worker *wc = arg;
+	struct conn *c, *next;
+
+	for (c = wc->conns; c; c = next) {
+		next = c->next;
+		conn_stop_reading(c);
+		conn_pump(c);
+	}
+}
+
+struct front *front_new(struct drain *drain)
+{
+	struct front *f = xcalloc(1, sizeof(*f));
+
+	f->drain = drain;
+	return f;
+}
+
+static void make_workers(struct front *f)
+{
+	size_t size = f->nworkers * sizeof(*f->workers);
+	unsigned i;
+
+	f->workers = aligned_alloc(_Alignof(struct front_worker), size);
+	if (!f->workers)
+		die("out of memory");
+	memset(f->workers, 0, size);
+	for (i = 0; i < f->nworkers; i++) {
+		f->workers[i].front = f;
+		f->workers[i].index = i;
+	}
+}
+
+void front_start(struct front *f, agr_dispatcher *disp, int port,
+		 int *bound)
+{
+	int fd, ret;
+
+	f->disp = disp;
+	f->sched = agr_dispatcher_scheduler(disp);
+	f->nworkers = (unsigned)agr_scheduler_parallelism(f->sched);
+	make_workers(f);
+	fd = net_listen(port, bound);
+	ret = acceptor_start(f->sched, 0, fd, front_take, f, f->drain,
+			     &f->acceptor);
+	if (ret)
+		die("agr_scheduler_schedule: %s", agr_strerror(ret));
+}
+
+void front_stop(struct front *f)
+{
+	unsigned i;
+
+	atomic_store(&f->stopping, true);
+	acceptor_stop(f->acceptor);
+	for (i = 0; i < f->nworkers; i++)
+		agr_scheduler_schedule(f->sched, i, worker_close_conns,
+				       &f->workers[i]);
+}
+
+void front_get_stats(const struct front *f, struct front_stats *st)
+{
+	unsigned i;
+
+	*st = (struct front_stats){ 0 };
+	for (i = 0; i < f->nworkers; i++) {
+		st->connections += f->workers[i].connections;
+		st->commands += f->workers[i].commands;
+		st->protocol_errors += f->workers[i].protocol_errors;
+	}
+}
+
+void front_free(struct front *f)
+{
+	if (f->acceptor)
+		acceptor_free(f->acceptor);
+	free(f->workers);
+	free(f);
+}

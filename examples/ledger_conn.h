@@ -1,0 +1,71 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_conn.h - ledger_server's front end: the RESP connections.
+ *
+ * The acceptor (acceptor.h) runs on worker 0 and deals connections
+ * round-robin to the workers; a connection's recv and send then run on
+ * its worker's ring. A parsed request (ledger_commands.h) is either
+ * answered at once or becomes an account message (ledger_accounts.h)
+ * keyed by account, which runs on the account's group, whose worker
+ * may be another one; its reply travels back to the connection's worker
+ * with agr_scheduler_schedule().
+ *
+ * Reply order. Requests of one connection may finish out of order (they
+ * go to different groups); each connection keeps its requests in a
+ * queue in arrival order and sends a reply only when every earlier one
+ * has been sent, which is what pipelining clients expect. Replies
+ * finished in one turn of a worker go out together, at its end.
+ *
+ * Closing. On QUIT or a stop a connection answers the requests it has
+ * read, then closes. When it closes first, it half-closes and drains
+ * what the client still sends (for at most a second), so that no reset
+ * destroys replies not yet read. A request read whole is applied even
+ * if its reply cannot be sent; one cut off mid-frame never is.
+ *
+ * Protocol errors. Redis closes a connection on a protocol error; this
+ * server replies "-ERR Protocol error: ..." and keeps the connection:
+ * a bad inline command is dropped up to its end of line, a broken
+ * multibulk frame up to the next line that starts with '*' (resp.h).
+ */
+#ifndef LEDGER_CONN_H
+#define LEDGER_CONN_H
+
+#include <stdint.h>
+
+#include <aggring.h>
+
+#include "drain.h"
+
+struct front;
+
+struct front_stats {
+	uint64_t connections, commands, protocol_errors;
+};
+
+/* Every connection, and the acceptor, count in `drain` while open. */
+struct front *front_new(struct drain *drain);
+
+/*
+ * The dispatcher's completion callback (agr_dispatcher_options'
+ * on_complete), with the front as its complete_arg.
+ */
+void front_completed(agr_message *msg, int status, void *arg);
+
+/*
+ * Listens on 127.0.0.1:port (the port bound in *bound) and accepts on
+ * worker 0 of disp's scheduler. A failure ends the program.
+ */
+void front_start(struct front *f, agr_dispatcher *disp, int port,
+		 int *bound);
+
+/*
+ * Any thread: stop accepting; every connection answers what it has
+ * read, then closes (the drain tells when all have).
+ */
+void front_stop(struct front *f);
+
+/* Once the workers have ended. */
+void front_get_stats(const struct front *f, struct front_stats *st);
+void front_free(struct front *f);
+
+#endif /* LEDGER_CONN_H */

@@ -1,0 +1,165 @@
+/* SPDX-License-Identifier: MIT */
+#include "ledger_replay.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ledger_journal.h"
+#include "util.h"
+
+/* Applies one journal; returns the length of its valid prefix. */
+static uint64_t replay_file(struct accounts *accounts,
+			    struct replay_result *r, FILE *f,
+			    const char *name)
+{
+	char *line = NULL, key[KEY_MAX + 1];
+	size_t cap = 0;
+	ssize_t n;
+	uint64_t valid = 0;
+	long long delta;
+
+	while ((n = getline(&line, &cap, f)) > 0) {
+		if (!record_parse(line, (size_t)n, key, &delta))
+			break;
+		if (!accounts_add(accounts, key, delta))
+			die("%s: the balance of %s overflows", name, key);
+		valid += (uint64_t)n;
+		r->events++;
+	}
+	free(line);
+	if (ferror(f))
+		die("reading %s: %s", name, strerror(errno));
+	return valid;
+}
+
+/* Whether `name` is journal-I.log; sets *idx to I. */
+static bool is_journal_name(const char *name, unsigned *idx)
+{
+	int end = 0;
+
+	return sscanf(name, "journal-%u.log%n", idx, &end) == 1 &&
+	       end > 0 && name[end] == '\0' && *idx < 1u << 20;
+}
+
+/* Remembers where journal-idx.log's records end, for journal_open(). */
+static void keep_end(struct replay_result *r, unsigned idx, uint64_t end)
+{
+	if (idx >= r->nends) {
+		r->ends = xrealloc(r->ends, (idx + 1) * sizeof(*r->ends));
+		memset(r->ends + r->nends, 0,
+		       (idx + 1 - r->nends) * sizeof(*r->ends));
+		r->nends = idx + 1;
+	}
+	r->ends[idx] = end;
+}
+
+/*
+ * What follows the whole records of a journal: nothing, the zeros a
+ * direct journal writes ahead (kept), or a torn batch, never
+ * acknowledged since its write never completed: reported, and cut off
+ * when repairing, zeros after it included, so that no record of it can
+ * ever count.
+ */
+static void replay_tail(struct replay_result *r, bool repair, FILE *f,
+			const char *path, uint64_t valid, uint64_t size)
+{
+	int zeros = journal_zeros_after(fileno(f), valid, size);
+
+	if (zeros < 0)
+		die("%s: %s", path, strerror(-zeros));
+	if (zeros)
+		return;
+	warnf("%s: %" PRIu64 " bytes after the last whole record %s", path,
+	      size - valid, repair ? "cut off" : "(a torn write)");
+	r->torn_bytes += size - valid;
+	if (repair && (ftruncate(fileno(f), (off_t)valid) < 0 ||
+		       fdatasync(fileno(f)) < 0))
+		die("%s: %s", path, strerror(errno));
+}
+
+/* One journal-idx.log at `path`. */
+static void replay_journal(struct accounts *accounts, bool repair,
+			   struct replay_result *r, const char *path,
+			   unsigned idx)
+{
+	FILE *f = fopen(path, repair ? "r+" : "r");
+	uint64_t valid;
+	struct stat st;
+
+	if (!f || fstat(fileno(f), &st) < 0)
+		die("%s: %s", path, strerror(errno));
+	valid = replay_file(accounts, r, f, path);
+	r->journals++;
+	if ((uint64_t)st.st_size > valid)
+		replay_tail(r, repair, f, path, valid, (uint64_t)st.st_size);
+	keep_end(r, idx, valid);
+	fclose(f);
+}
+
+static void count_account(void *arg, const char *key, long long balance)
+{
+	struct replay_result *r = arg;
+
+	(void)key;
+	r->accounts++;
+	r->total += balance;
+	r->negative += balance < 0;
+}
+
+void replay_journals(const char *dir, struct accounts *accounts,
+		     bool repair, struct replay_result *r)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	*r = (struct replay_result){ 0 };
+	if (!d)
+		die("%s: %s", dir, strerror(errno));
+	while ((e = readdir(d)) != NULL) {
+		char path[PATH_MAX];
+		unsigned idx;
+
+		if (!is_journal_name(e->d_name, &idx))
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+		replay_journal(accounts, repair, r, path, idx);
+	}
+	closedir(d);
+	accounts_each(accounts, count_account, r);
+}
+
+static void dump_account(void *arg, const char *key, long long balance)
+{
+	fprintf(arg, "%s %lld\n", key, balance);
+}
+
+int replay_verify(const char *dir, const char *dump)
+{
+	struct accounts *accounts = accounts_new(64);
+	struct replay_result r;
+	FILE *f;
+
+	replay_journals(dir, accounts, false, &r);
+	if (dump) {
+		f = fopen(dump, "w");
+		if (!f)
+			die("%s: %s", dump, strerror(errno));
+		accounts_each(accounts, dump_account, f);
+		if (fclose(f) != 0)
+			die("%s: %s", dump, strerror(errno));
+	}
+	printf("verify: %u journals, %" PRIu64 " events, %" PRIu64
+	       " accounts, total balance %lld, %" PRIu64 " torn bytes: %s\n",
+	       r.journals, r.events, r.accounts, r.total, r.torn_bytes,
+	       r.negative ? "FAILED (negative balances)" : "OK");
+	accounts_free(accounts);
+	free(r.ends);
+	return r.negative ? 1 : 0;
+}
