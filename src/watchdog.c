@@ -58,6 +58,7 @@ static void *watch(void *arg)
 	while (!stopping) {
 		now = agr__now_ns();
 		agr__scheduler_for_each_worker(inspect, &now);
+		agr__scheduler_run_watches(now, threshold_ns);
 		/* Look four times per threshold: reports come late by 25%. */
 		ts = agr__timespec_of(agr__now_ns() + threshold_ns / 4);
 		pthread_cond_timedwait(&wake, &lock, &ts);

@@ -31,7 +31,7 @@
  */
 #define REAP_LIMIT (8 * CQE_BATCH)
 #define INBOX_BATCH 256 /* items run between two looks at the ring */
-#define WORKER_SQ_ENTRIES 256
+#define WORKER_SQ_ENTRIES 256	/* unless agr_supplier_options say */
 #define WORKER_CQ_ENTRIES 4096
 #define SQ_FLUSH_TRIES 4 /* without SUBMIT_ALL a submit may stop early */
 /*
@@ -143,6 +143,7 @@ struct agr_worker {
 
 	struct agr_scheduler *sched;
 	struct agr__worker_hooks hooks;
+	struct agr__worker_settings settings; /* cpus: the scheduler's */
 	unsigned index;
 	pthread_t thread;
 	bool thread_started;
@@ -640,17 +641,95 @@ static void sleep_in_kernel(struct agr_worker *w)
 	atomic_store_explicit(&w->bell, BELL_RUNG, memory_order_seq_cst);
 }
 
-/* The environment's settings for this worker, read as it starts. */
+const struct agr__worker_settings agr__worker_defaults = {
+	.sqpoll_cpu = -1,
+	.idle_spin_us = -1,
+	.submit_batch = -1,
+};
+
+static unsigned sq_entries_of(const struct agr__worker_settings *st)
+{
+	return st->sq_entries ? st->sq_entries : WORKER_SQ_ENTRIES;
+}
+
+static unsigned cq_entries_of(const struct agr__worker_settings *st)
+{
+	unsigned sq = sq_entries_of(st);
+
+	if (st->cq_entries)
+		return st->cq_entries;
+	return 2 * sq > WORKER_CQ_ENTRIES ? 2 * sq : WORKER_CQ_ENTRIES;
+}
+
+/*
+ * The loop's settings, read as the worker starts: the options, else
+ * the environment, else the defaults.
+ */
 static void read_settings(struct agr_worker *w)
 {
-	long spin_us = agr__env_long_or("AGR_IDLE_SPIN_US",
-					IDLE_SPIN_NS_DEFAULT / 1000, 0,
-					IDLE_SPIN_US_MAX);
+	const struct agr__worker_settings *st = &w->settings;
+	unsigned sq = sq_entries_of(st);
+	long spin_us = st->idle_spin_us >= 0 ?
+			       st->idle_spin_us :
+			       agr__env_long_or("AGR_IDLE_SPIN_US",
+						IDLE_SPIN_NS_DEFAULT / 1000,
+						0, IDLE_SPIN_US_MAX);
 
 	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
-	w->submit_batch = (unsigned)agr__env_long_or("AGR_SUBMIT_BATCH",
-						     SUBMIT_BATCH_DEFAULT, 0,
-						     WORKER_SQ_ENTRIES);
+	w->submit_batch = st->submit_batch >= 0 ?
+				  (unsigned)st->submit_batch :
+				  (unsigned)agr__env_long_or(
+					  "AGR_SUBMIT_BATCH",
+					  SUBMIT_BATCH_DEFAULT, 0, sq);
+}
+
+/* The ring, pinned where asked; 0 or the setup's error (logged). */
+static int setup_ring(struct agr_worker *w)
+{
+	const struct agr__worker_settings *st = &w->settings;
+	struct agr__ring_setup setup = {
+		.sq_entries = sq_entries_of(st),
+		.cq_entries = cq_entries_of(st),
+		.ring_flags = st->ring_flags,
+		.sqpoll_idle_ms = st->sqpoll_idle_ms,
+		.sqpoll_cpu = st->sqpoll_cpu,
+	};
+	/* Before the ring exists, so that its memory is local too. */
+	int cpu = agr__pin_worker(w->thread_name, w->index, st->cpus,
+				  st->ncpus);
+	int ret = agr__ring_init(&w->ring, &setup, w->thread_name, NULL);
+
+	if (ret)
+		return ret;
+	w->ring_fd = w->ring.ring_fd;
+	atomic_store(&w->ring_ready, true);
+	agr__pin_io_workers(&w->ring, w->thread_name, cpu);
+	return 0;
+}
+
+static void tear_down(struct agr_worker *w);
+
+/* The user's init hook; on failure its I/O, if any, is ended. */
+static int run_init_hook(struct agr_worker *w)
+{
+	const struct agr__worker_settings *st = &w->settings;
+	int ret;
+
+	if (!st->init)
+		return 0;
+	ret = st->init(w, st->hook_arg);
+	if (ret > 0) {
+		agr__log(AGR_LOG_ERROR, "%s: the worker init hook returned "
+			 "%d, neither 0 nor a negative errno", w->thread_name,
+			 ret);
+		ret = -EINVAL;
+	} else if (ret < 0) {
+		agr__log(AGR_LOG_ERROR, "%s: the worker init hook failed: %s",
+			 w->thread_name, strerror(-ret));
+	}
+	if (ret < 0)
+		tear_down(w);
+	return ret;
 }
 
 static void poll_kernel(struct agr_worker *w);
@@ -856,25 +935,24 @@ static void free_op_pool(struct agr_worker *w)
 static void *worker_main(void *arg)
 {
 	struct agr_worker *w = arg;
-	int ret, cpu;
+	int ret;
 
 	set_thread_name(w);
+	agr__log_set_thread_hook(w->settings.log_fn, w->settings.log_arg);
+	agr__ring_wait_set_mode(w->settings.wait_mode);
 	read_settings(w);
-	/* Before the ring exists, so that its memory is local too. */
-	cpu = agr__pin_worker(w->thread_name, w->index);
 	agr__current_worker = w;
-	ret = agr__ring_init(&w->ring, WORKER_SQ_ENTRIES, WORKER_CQ_ENTRIES,
-			     w->thread_name, NULL);
-	if (ret == 0) {
-		w->ring_fd = w->ring.ring_fd;
-		atomic_store(&w->ring_ready, true);
-		agr__pin_io_workers(&w->ring, w->thread_name, cpu);
-	}
+	ret = setup_ring(w);
+	if (ret == 0)
+		ret = run_init_hook(w);
 	w->hooks.ready(w->hooks.arg, ret);
 	atomic_store_explicit(&w->stats.started_ns, agr__now_ns(),
 			      memory_order_relaxed);
-	if (ret == 0)
+	if (ret == 0) {
 		worker_loop(w);
+		if (w->settings.exit)
+			w->settings.exit(w, w->settings.hook_arg);
+	}
 	atomic_store_explicit(&w->stats.exited_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	free_op_pool(w);
@@ -883,6 +961,7 @@ static void *worker_main(void *arg)
 	/* What was pushed after our last look is adopted, by us or them. */
 	atomic_store(&w->exited, true);
 	agr__worker_adopt_orphans(w);
+	agr__log_set_thread_hook(NULL, NULL);
 	w->hooks.exited(w->hooks.arg);
 	return NULL;
 }
@@ -910,6 +989,7 @@ int agr__worker_new(const struct agr__worker_config *cfg,
 	w->sched = cfg->sched;
 	w->index = cfg->index;
 	w->hooks = cfg->hooks;
+	w->settings = cfg->settings ? *cfg->settings : agr__worker_defaults;
 	n = strnlen(cfg->thread_name, sizeof(w->thread_name) - 1);
 	memcpy(w->thread_name, cfg->thread_name, n);
 	w->thread_name[n] = '\0';

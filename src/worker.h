@@ -54,12 +54,39 @@ struct agr__worker_hooks {
 	void *arg;
 };
 
+/*
+ * How a worker shapes its ring and loop (agr_supplier_options, checked
+ * already). -1 in idle_spin_us or submit_batch, NULL cpus, 0 entries:
+ * the environment's setting or the built-in default.
+ */
+struct agr__worker_settings {
+	unsigned sq_entries, cq_entries;
+	unsigned ring_flags; /* AGR_RING_* */
+	unsigned sqpoll_idle_ms;
+	int sqpoll_cpu;
+	const int *cpus;
+	int ncpus;
+	int idle_spin_us;
+	int submit_batch;
+	agr_wait_mode wait_mode;
+	agr_worker_init_fn init;
+	agr_worker_exit_fn exit;
+	void *hook_arg;
+	agr_log_fn log_fn;
+	void *log_arg;
+};
+
+/* The built-in defaults: as if every option was left alone. */
+extern const struct agr__worker_settings agr__worker_defaults;
+
 /* How to make a worker. */
 struct agr__worker_config {
 	struct agr_scheduler *sched; /* agr_worker_scheduler(); opaque here */
 	unsigned index;		     /* agr_worker_index() */
 	const char *thread_name;     /* cut to the 15 bytes Linux keeps */
 	struct agr__worker_hooks hooks;
+	/* Read by the worker's thread as it starts: keep it until then. */
+	const struct agr__worker_settings *settings;
 };
 
 /* Allocates a worker (no thread yet): 0 or -ENOMEM. */
