@@ -17,6 +17,13 @@ AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 	return ret;
 }
 
+AGR_API int agr_io_sqe_commit(agr_worker *w)
+{
+	if (!w || w != agr__current_worker)
+		return -EINVAL;
+	return agr__worker_commit_raw(w);
+}
+
 AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,
 			uint64_t offset, agr_io_cb cb, void *arg)
 {

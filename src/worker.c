@@ -311,6 +311,11 @@ static struct io_uring_sqe *get_sqe(struct agr_worker *w)
 	struct io_uring_sqe *sqe = agr__get_sqe(&w->ring);
 	int tries;
 
+	if (!sqe && w->raw_sqe_open) {
+		/* A flush would hand the kernel the unprepared raw SQE. */
+		agr__bump(&w->stats.sq_full);
+		return NULL;
+	}
 	for (tries = 0; !sqe && tries < SQ_FLUSH_TRIES; tries++) {
 		agr__bump(&w->stats.sq_full);
 		agr__worker_flush(w);
@@ -348,8 +353,14 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		return -ECANCELED; /* so that a chain of I/O ends */
 	submit_early(w);
 	sqe = get_sqe(w);
-	if (!sqe)
+	if (!sqe) {
+		if (w->raw_sqe_open)
+			agr__log(AGR_LOG_ERROR, "%s: the SQ is full and the raw "
+				 "SQE of agr_io_sqe() is not committed: refused "
+				 "with EBUSY (call agr_io_sqe_commit() once it "
+				 "is prepared)", w->thread_name);
 		return -EBUSY;
+	}
 	op = op_alloc(w);
 	if (!op) {
 		/* Turn the taken SQE into a harmless no-op. */
@@ -373,6 +384,14 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 void agr__worker_hold_submits(struct agr_worker *w)
 {
 	w->raw_sqe_open = true; /* cleared as the next turn begins */
+}
+
+int agr__worker_commit_raw(struct agr_worker *w)
+{
+	if (!w->raw_sqe_open)
+		return -EALREADY;
+	w->raw_sqe_open = false;
+	return 0;
 }
 
 struct __kernel_timespec *agr__op_timespec(struct agr__op *op)

@@ -174,6 +174,9 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
  */
 void agr__worker_hold_submits(struct agr_worker *w);
 
+/* The raw SQE is prepared: 0, or -EALREADY when none is open. */
+int agr__worker_commit_raw(struct agr_worker *w);
+
 /* The timespec an operation owns for the kernel (timeouts). */
 struct __kernel_timespec *agr__op_timespec(struct agr__op *op);
 

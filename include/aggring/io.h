@@ -57,11 +57,21 @@ typedef void (*agr_io_cb)(int res, void *arg);
 /*
  * A raw SQE for any other operation: prepare it with liburing's
  * io_uring_prep_*() but do not set its user_data. cb(res, arg) runs
- * with the CQE's result. The SQE must be prepared before the caller
- * returns to the worker's loop; until then nothing is submitted early.
+ * with the CQE's result. Prepare it, then call agr_io_sqe_commit();
+ * returning to the worker's loop commits it too. While a raw SQE is
+ * open, nothing is handed to the kernel: another agr_io_* call that
+ * finds the SQ full is refused with -EBUSY (logged) instead of flushing
+ * the unprepared SQE. One commit covers every raw SQE taken before it.
  */
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe);
+
+/*
+ * Tells the worker that the raw SQE handed out by agr_io_sqe() is
+ * prepared: from now on it may be submitted, early or with a flush of a
+ * full SQ. Returns 0, -EINVAL (not on `w`), -EALREADY (none open).
+ */
+AGR_API int agr_io_sqe_commit(agr_worker *w);
 
 /*
  * pread(2)/pwrite(2) at `offset` (-1: the file position). Short counts
