@@ -167,14 +167,63 @@ void agr__worker_set_owner(struct agr_worker *w, void *owner);
 int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		    struct io_uring_sqe **sqe_out, struct agr__op **op_out);
 
-/*
- * The caller of agr__worker_sqe() prepares its SQE after returning: no
- * prepared SQE is handed to the kernel before this turn of the loop
- * ends.
- */
-void agr__worker_hold_submits(struct agr_worker *w);
+/* agr_io_next(): what the next operation submitted on a worker gets. */
+struct agr__io_next {
+	unsigned flags;	     /* AGR_IO_FIXED_FILE, AGR_IO_FIXED_BUF */
+	unsigned buf_index;
+	uint64_t timeout_ns; /* a linked timeout */
+	agr_io_cqe_cb cqe_cb;
+	agr_io_id *id;
+};
 
-/* The raw SQE is prepared: 0, or -EALREADY when none is open. */
+/* Sets what the next operation gets (agr_io_next, checked already). */
+void agr__worker_set_next(struct agr_worker *w, const struct agr__io_next *n);
+
+/* What the next operation gets; the agr_io_* call being made reads it. */
+const struct agr__io_next *agr__worker_next(const struct agr_worker *w);
+
+/*
+ * Ends an agr__worker_sqe() whose SQE the caller has prepared: applies
+ * what agr_io_next() and agr_io_chain() asked (flags, a linked timeout,
+ * the id) and forgets agr_io_next(). Returns 0.
+ */
+int agr__worker_finish(struct agr_worker *w, struct agr__op *op,
+		       struct io_uring_sqe *sqe);
+
+/*
+ * After a failed agr_io_* call: forgets agr_io_next() and ends an open
+ * chain (its last SQE no longer links to what comes next).
+ */
+void agr__worker_abandon(struct agr_worker *w);
+
+/*
+ * agr_io_chain(): makes room for `n` SQEs now and links the next `n`
+ * operations. 0, -EBUSY (no room: SQ full with a raw SQE open, or n
+ * more than the SQ holds), -EALREADY (a chain is open).
+ */
+int agr__worker_chain(struct agr_worker *w, unsigned n);
+
+/* True between agr_io_chain() and its last operation. */
+bool agr__worker_in_chain(const struct agr_worker *w);
+
+/*
+ * Asks the kernel to cancel the in-flight operation with `id`: 0,
+ * -ENOENT (none such in flight), -EBUSY (no SQE for the request).
+ */
+int agr__worker_cancel_id(struct agr_worker *w, agr_io_id id);
+
+/*
+ * agr_io_sqe(): an SQE the caller prepares after this returns. It is
+ * the worker's own copy, not yet in the ring: it moves there (with
+ * user_data set) at agr__worker_commit_raw() or when the callback or
+ * work item that took it returns, so no flush can submit it unprepared.
+ * What agr_io_next() asked is taken now (the id, the CQE callback,
+ * AGR_IO_FIXED_FILE at the move). Errors as agr__worker_sqe().
+ */
+int agr__worker_raw_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+			struct io_uring_sqe **sqe_out);
+
+/* Raw SQEs taken so far are prepared: 0, or -EALREADY when none. */
 int agr__worker_commit_raw(struct agr_worker *w);
 
 /* The timespec an operation owns for the kernel (timeouts). */
