@@ -7,10 +7,45 @@
 #include "vg.h"
 #include "worker.h"
 
+/* Logs why `fn` refuses its worker or callback: -EINVAL. */
+static int bad_call(const char *fn, const struct agr_worker *w,
+		    bool no_cb)
+{
+	if (!w)
+		agr__log(AGR_LOG_ERROR, "%s: the worker is NULL; -EINVAL", fn);
+	else if (w != agr__current_worker)
+		agr__log(AGR_LOG_ERROR,
+			 "%s: not on worker %s, whose ring it is (called from "
+			 "%s); -EINVAL",
+			 fn, w->thread_name,
+			 agr__current_worker ? agr__current_worker->thread_name :
+					       "a thread that is no worker");
+	else if (no_cb)
+		agr__log(AGR_LOG_ERROR, "%s: the callback is NULL; -EINVAL",
+			 fn);
+	return -EINVAL;
+}
+
+/* agr__worker_sqe(), with its -EINVAL explained. */
+static int io_sqe(const char *fn, struct agr_worker *w, agr_io_cb cb,
+		  void *arg, struct io_uring_sqe **sqe, struct agr__op **op)
+{
+	if (agr__unlikely(!w || w != agr__current_worker || !cb))
+		return bad_call(fn, w, !cb);
+	return agr__worker_sqe(w, cb, arg, sqe, op);
+}
+
+/* A NULL pointer argument `what` of `fn`: -EINVAL. */
+static int null_argument(const char *fn, const char *what)
+{
+	agr__log(AGR_LOG_ERROR, "%s: %s is NULL; -EINVAL", fn, what);
+	return -EINVAL;
+}
+
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe)
 {
-	int ret = agr__worker_sqe(w, cb, arg, sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, sqe, NULL);
 
 	if (ret == 0)
 		w->raw_sqe_open = true; /* the caller prepares it later */
@@ -21,7 +56,7 @@ AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,
 			uint64_t offset, agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0) {
 		io_uring_prep_read(sqe, fd, buf, len, offset);
@@ -35,7 +70,7 @@ AGR_API int agr_io_write(agr_worker *w, int fd, const void *buf,
 			 void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0)
 		io_uring_prep_write(sqe, fd, buf, len, offset);
@@ -47,7 +82,7 @@ AGR_API int agr_io_readv(agr_worker *w, int fd, const struct iovec *iov,
 			 void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0) {
 		io_uring_prep_readv(sqe, fd, iov, iovcnt, offset);
@@ -61,7 +96,7 @@ AGR_API int agr_io_writev(agr_worker *w, int fd, const struct iovec *iov,
 			  void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0)
 		io_uring_prep_writev(sqe, fd, iov, iovcnt, offset);
@@ -72,7 +107,7 @@ AGR_API int agr_io_fsync(agr_worker *w, int fd, unsigned flags,
 			 agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0)
 		io_uring_prep_fsync(sqe, fd,
@@ -88,8 +123,8 @@ AGR_API int agr_io_openat(agr_worker *w, int dirfd, const char *path,
 	int ret;
 
 	if (!path)
-		return -EINVAL;
-	ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+		return null_argument(__func__, "path");
+	ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 	if (ret == 0)
 		io_uring_prep_openat(sqe, dirfd, path, flags, mode);
 	return ret;
@@ -98,7 +133,7 @@ AGR_API int agr_io_openat(agr_worker *w, int dirfd, const char *path,
 AGR_API int agr_io_close(agr_worker *w, int fd, agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0)
 		io_uring_prep_close(sqe, fd);
@@ -110,7 +145,7 @@ AGR_API int agr_io_accept(agr_worker *w, int fd, struct sockaddr *addr,
 			  void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0) {
 		io_uring_prep_accept(sqe, fd, addr, addrlen, flags);
@@ -124,7 +159,7 @@ AGR_API int agr_io_accept_multishot(agr_worker *w, int fd, int flags,
 				    agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0)
 		io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, flags);
@@ -139,8 +174,8 @@ AGR_API int agr_io_connect(agr_worker *w, int fd,
 	int ret;
 
 	if (!addr)
-		return -EINVAL;
-	ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+		return null_argument(__func__, "addr");
+	ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 	if (ret == 0)
 		io_uring_prep_connect(sqe, fd, addr, addrlen);
 	return ret;
@@ -150,7 +185,7 @@ AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
 			int flags, agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0) {
 		io_uring_prep_recv(sqe, fd, buf, len, flags);
@@ -163,7 +198,7 @@ AGR_API int agr_io_send(agr_worker *w, int fd, const void *buf, size_t len,
 			int flags, agr_io_cb cb, void *arg)
 {
 	struct io_uring_sqe *sqe;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, NULL);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, NULL);
 
 	if (ret == 0)
 		io_uring_prep_send(sqe, fd, buf, len, flags);
@@ -175,7 +210,7 @@ AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
 {
 	struct io_uring_sqe *sqe;
 	struct agr__op *op;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, &op);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, &op);
 
 	if (ret)
 		return ret;
@@ -189,7 +224,7 @@ AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
 AGR_API int agr_io_cancel(agr_worker *w, void *arg)
 {
 	if (!w || w != agr__current_worker)
-		return -EINVAL;
+		return bad_call(__func__, w, false);
 	return agr__worker_cancel_ops(w, arg, AGR__MATCH_ARG);
 }
 

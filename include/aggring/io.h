@@ -29,8 +29,9 @@
  *   reported, as -EBUSY.
  *
  * Errors of every call: -EINVAL (NULL worker or cb, or not called on
- * that worker), -ESHUTDOWN (the worker is tearing down), -ENOMEM,
- * -EBUSY (the submission queue stayed full).
+ * that worker; the log hook is told which, and from what thread),
+ * -ESHUTDOWN (the worker is tearing down), -ENOMEM, -EBUSY (the
+ * submission queue stayed full).
  */
 #ifndef AGGRING_IO_H
 #define AGGRING_IO_H
