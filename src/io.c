@@ -45,7 +45,8 @@ static int null_argument(const char *fn, const char *what)
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe)
 {
-	int ret = io_sqe(__func__, w, cb, arg, sqe, NULL);
+	int ret = sqe ? io_sqe(__func__, w, cb, arg, sqe, NULL) :
+			null_argument(__func__, "sqe");
 
 	if (ret == 0)
 		w->raw_sqe_open = true; /* the caller prepares it later */
