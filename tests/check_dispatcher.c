@@ -798,9 +798,11 @@ END_TEST
 
 /*
  * A function pending on the test thread (no I/O to cancel) is finished
- * from that thread after a force stop: the message must still complete,
- * and the one queued behind it be discarded. _i == 0: the dispatcher
- * owns the supplier, whose workers have ended by then; 1: it does not.
+ * from that thread after a force stop: the message completes once
+ * (discarded by the force, which finds no I/O left, or by that call,
+ * whichever comes first), and the one queued behind it is discarded.
+ * _i == 0: the dispatcher owns the supplier, whose workers have ended
+ * by then; 1: it does not.
  */
 START_TEST(done_from_another_thread_after_force_stop_completes)
 {
