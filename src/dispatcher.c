@@ -1337,14 +1337,14 @@ static void report_holders(struct agr_dispatcher *d, const char *what,
 			 sweeps);
 }
 
+static void run_sweep(struct agr__work *work, struct agr_worker *w,
+		      int status);
+
 /*
  * Once the workers exited (a dispose tore them down), sweeps on this
  * thread what their own sweeps had to leave: messages left pending
  * whose I/O was still being cancelled when the dispose dropped them.
  */
-static void run_sweep(struct agr__work *work, struct agr_worker *w,
-		      int status);
-
 static void sweep_exited_workers(struct agr_dispatcher *d)
 {
 	int i;
