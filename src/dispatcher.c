@@ -375,6 +375,9 @@ static bool discard_pending(struct group *g, struct agr_exchange *ex)
 		return false;
 	}
 	clear_current(g);
+	if (g->d->latency) /* it started: its time counts */
+		agr__histogram_record(&latency_of(g)->processing,
+				      agr__now_ns() - ex->stamp_ns);
 	agr__bump(&g->discarded);
 	complete(g, ex, AGR_DISCARDED);
 	return true;
