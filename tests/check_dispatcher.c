@@ -2663,6 +2663,8 @@ START_TEST(einval_names_the_argument)
 	journal_init(&j);
 	good.complete_arg = &j;
 	d = new_dispatcher(&good);
+	ck_assert_int_eq(agr_dispatcher_register(d, "A", NULL, NULL), -EINVAL);
+	ASSERT_LOGGED("agr_dispatcher_register", "fn is NULL", NULL);
 	add_fn(d, NULL, note_worker, &w);
 	start(d);
 	tmsg_init(&no_id, NULL, 1);
