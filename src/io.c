@@ -14,15 +14,53 @@
 /* The flags agr_io_next() takes. */
 #define NEXT_FLAGS (AGR_IO_FIXED_FILE | AGR_IO_FIXED_BUF)
 
-static bool on_worker(const agr_worker *w, const char *call)
+/* Logs why `fn` refuses its worker or callback: -EINVAL. */
+static int bad_call(const char *fn, const agr_worker *w, bool no_cb)
+{
+	if (!w)
+		agr__log(AGR_LOG_ERROR, "%s: the worker is NULL; -EINVAL", fn);
+	else if (w != agr__current_worker)
+		agr__log(AGR_LOG_ERROR,
+			 "%s: not on worker %s, whose ring it is (called from "
+			 "%s); -EINVAL",
+			 fn, agr__worker_name(w),
+			 agr__current_worker ?
+				 agr__worker_name(agr__current_worker) :
+				 "a thread that is no worker");
+	else if (no_cb)
+		agr__log(AGR_LOG_ERROR, "%s: the callback is NULL; -EINVAL",
+			 fn);
+	return -EINVAL;
+}
+
+static bool on_worker(const agr_worker *w, const char *fn)
 {
 	if (w && w == agr__current_worker)
 		return true;
-	agr__log(AGR_LOG_ERROR, "%s: %s", call,
-		 !w ? "the worker is NULL" :
-		      "not called on that worker's thread (agr_io_* runs "
-		      "only on the worker it submits to)");
+	bad_call(fn, w, false);
 	return false;
+}
+
+/* A NULL pointer argument `what` of `fn`: -EINVAL. */
+static int null_argument(agr_worker *w, const char *fn, const char *what)
+{
+	agr__log(AGR_LOG_ERROR, "%s: %s is NULL; -EINVAL", fn, what);
+	if (w && w == agr__current_worker)
+		agr__worker_abandon(w);
+	return -EINVAL;
+}
+
+/* agr__worker_sqe(), with its -EINVAL explained. */
+static int io_sqe(const char *fn, struct agr_worker *w, agr_io_cb cb,
+		  void *arg, struct io_uring_sqe **sqe, struct agr__op **op)
+{
+	if (agr__unlikely(!w || w != agr__current_worker ||
+			  (!cb && !agr__worker_next(w)->cqe_cb))) {
+		if (w && w == agr__current_worker)
+			agr__worker_abandon(w);
+		return bad_call(fn, w, !cb);
+	}
+	return agr__worker_sqe(w, cb, arg, sqe, op);
 }
 
 AGR_API int agr_io_next(agr_worker *w, const agr_io_params *p)
@@ -117,10 +155,10 @@ AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 	}
 	if (ret)
 		return ret;
-	if (!sqe) {
-		agr__log(AGR_LOG_ERROR, "agr_io_sqe: sqe is NULL");
-		return -EINVAL;
-	}
+	if (!sqe)
+		return null_argument(w, __func__, "sqe");
+	if (!w || w != agr__current_worker || !cb)
+		return bad_call(__func__, w, !cb);
 	return agr__worker_raw_sqe(w, cb, arg, sqe);
 }
 
@@ -137,7 +175,7 @@ AGR_API int agr_io_read(agr_worker *w, int fd, void *buf, unsigned len,
 	struct io_uring_sqe *sqe;
 	struct agr__op *op;
 	unsigned index;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, &op);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, &op);
 
 	if (ret)
 		return ret;
@@ -157,7 +195,7 @@ AGR_API int agr_io_write(agr_worker *w, int fd, const void *buf,
 	struct io_uring_sqe *sqe;
 	struct agr__op *op;
 	unsigned index;
-	int ret = agr__worker_sqe(w, cb, arg, &sqe, &op);
+	int ret = io_sqe(__func__, w, cb, arg, &sqe, &op);
 
 	if (ret)
 		return ret;
@@ -177,7 +215,7 @@ AGR_API int agr_io_readv(agr_worker *w, int fd, const struct iovec *iov,
 	struct agr__op *op;
 	int ret = w ? refuse_next(w, "agr_io_readv", AGR_IO_FIXED_BUF) : 0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_readv(sqe, fd, iov, iovcnt, offset);
 	agr__vg_kernel_writes_iov(iov, iovcnt);
@@ -192,7 +230,7 @@ AGR_API int agr_io_writev(agr_worker *w, int fd, const struct iovec *iov,
 	struct agr__op *op;
 	int ret = w ? refuse_next(w, "agr_io_writev", AGR_IO_FIXED_BUF) : 0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_writev(sqe, fd, iov, iovcnt, offset);
 	return agr__worker_finish(w, op, sqe);
@@ -205,7 +243,7 @@ AGR_API int agr_io_fsync(agr_worker *w, int fd, unsigned flags,
 	struct agr__op *op;
 	int ret = w ? refuse_next(w, "agr_io_fsync", AGR_IO_FIXED_BUF) : 0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_fsync(sqe, fd,
 			    (flags & AGR_IO_DATASYNC) ? IORING_FSYNC_DATASYNC :
@@ -220,16 +258,12 @@ AGR_API int agr_io_openat(agr_worker *w, int dirfd, const char *path,
 	struct agr__op *op;
 	int ret;
 
-	if (!path) {
-		agr__log(AGR_LOG_ERROR, "agr_io_openat: path is NULL");
-		if (w && w == agr__current_worker)
-			agr__worker_abandon(w);
-		return -EINVAL;
-	}
+	if (!path)
+		return null_argument(w, __func__, "path");
 	ret = w ? refuse_next(w, "agr_io_openat",
 			      AGR_IO_FIXED_BUF | AGR_IO_FIXED_FILE) :
 		  0;
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_openat(sqe, dirfd, path, flags, mode);
 	return agr__worker_finish(w, op, sqe);
@@ -243,7 +277,7 @@ AGR_API int agr_io_close(agr_worker *w, int fd, agr_io_cb cb, void *arg)
 				  AGR_IO_FIXED_BUF | AGR_IO_FIXED_FILE) :
 		      0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_close(sqe, fd);
 	return agr__worker_finish(w, op, sqe);
@@ -257,7 +291,7 @@ AGR_API int agr_io_accept(agr_worker *w, int fd, struct sockaddr *addr,
 	struct agr__op *op;
 	int ret = w ? refuse_next(w, "agr_io_accept", AGR_IO_FIXED_BUF) : 0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_accept(sqe, fd, addr, addrlen, flags);
 	if (addrlen)
@@ -274,7 +308,7 @@ AGR_API int agr_io_accept_multishot(agr_worker *w, int fd, int flags,
 				  AGR_IO_FIXED_BUF) :
 		      0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, flags);
 	return agr__worker_finish(w, op, sqe);
@@ -288,14 +322,10 @@ AGR_API int agr_io_connect(agr_worker *w, int fd,
 	struct agr__op *op;
 	int ret;
 
-	if (!addr) {
-		agr__log(AGR_LOG_ERROR, "agr_io_connect: addr is NULL");
-		if (w && w == agr__current_worker)
-			agr__worker_abandon(w);
-		return -EINVAL;
-	}
+	if (!addr)
+		return null_argument(w, __func__, "addr");
 	ret = w ? refuse_next(w, "agr_io_connect", AGR_IO_FIXED_BUF) : 0;
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_connect(sqe, fd, addr, addrlen);
 	return agr__worker_finish(w, op, sqe);
@@ -308,7 +338,7 @@ AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
 	struct agr__op *op;
 	int ret = w ? refuse_next(w, "agr_io_recv", AGR_IO_FIXED_BUF) : 0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_recv(sqe, fd, buf, len, flags);
 	agr__vg_kernel_writes(buf, len);
@@ -322,7 +352,7 @@ AGR_API int agr_io_send(agr_worker *w, int fd, const void *buf, size_t len,
 	struct agr__op *op;
 	int ret = w ? refuse_next(w, "agr_io_send", AGR_IO_FIXED_BUF) : 0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_send(sqe, fd, buf, len, flags);
 	return agr__worker_finish(w, op, sqe);
@@ -337,9 +367,8 @@ static int with_cqe_cb(agr_worker *w, const char *call, agr_io_cqe_cb cb)
 	if (!on_worker(w, call))
 		return -EINVAL;
 	if (!cb) {
-		agr__log(AGR_LOG_ERROR, "%s: cb is NULL", call);
 		agr__worker_abandon(w);
-		return -EINVAL;
+		return bad_call(call, w, true);
 	}
 	n = agr__worker_next(w);
 	p.flags = n->flags;
@@ -358,10 +387,8 @@ AGR_API int agr_io_recv_multishot(agr_worker *w, int fd,
 	struct agr__op *op;
 	int ret;
 
-	if (w && !br) {
-		agr__log(AGR_LOG_ERROR, "agr_io_recv_multishot: br is NULL");
-		return -EINVAL;
-	}
+	if (w && !br)
+		return null_argument(w, __func__, "br");
 	if (br && agr_buf_ring_worker(br) != w) {
 		agr__log(AGR_LOG_ERROR, "agr_io_recv_multishot: the buffer "
 			 "ring belongs to another worker");
@@ -370,7 +397,7 @@ AGR_API int agr_io_recv_multishot(agr_worker *w, int fd,
 	ret = with_cqe_cb(w, "agr_io_recv_multishot", cb);
 	if (ret || (ret = refuse_next(w, "agr_io_recv_multishot",
 				      AGR_IO_FIXED_BUF)) ||
-	    (ret = agr__worker_sqe(w, NULL, arg, &sqe, &op)))
+	    (ret = io_sqe(__func__, w, NULL, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_recv_multishot(sqe, fd, NULL, 0, flags);
 	sqe->flags |= IOSQE_BUFFER_SELECT;
@@ -386,7 +413,7 @@ AGR_API int agr_io_send_zc(agr_worker *w, int fd, const void *buf,
 	unsigned index;
 	int ret = with_cqe_cb(w, "agr_io_send_zc", cb);
 
-	if (ret || (ret = agr__worker_sqe(w, NULL, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, NULL, arg, &sqe, &op)))
 		return ret;
 	if (fixed_buf(w, &index))
 		io_uring_prep_send_zc_fixed(sqe, fd, buf, len, flags, 0,
@@ -406,7 +433,7 @@ AGR_API int agr_io_timeout(agr_worker *w, uint64_t timeout_ns,
 				  AGR_IO_FIXED_BUF | AGR_IO_FIXED_FILE) :
 		      0;
 
-	if (ret || (ret = agr__worker_sqe(w, cb, arg, &sqe, &op)))
+	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
 		return ret;
 	/* The timespec lives in the op: the kernel reads it until the CQE. */
 	ts = agr__op_timespec(op);

@@ -84,8 +84,14 @@ static int supplier_new(const char *name, int parallelism,
 AGR_API int agr_supplier_new(const char *name, int parallelism,
 			     agr_supplier **out)
 {
-	if (!name || !*name || !out)
+	if (!name || !*name || !out || parallelism < 0) {
+		agr__log(AGR_LOG_ERROR, "agr_supplier_new(%s): %s; -EINVAL",
+			 name ? name : "NULL",
+			 !name || !*name ? "the name is NULL or empty" :
+			 !out		 ? "out is NULL" :
+					   "the parallelism is negative");
 		return -EINVAL;
+	}
 	return supplier_new(name, parallelism, &agr__worker_defaults, out);
 }
 
@@ -181,21 +187,33 @@ static int create(struct agr_supplier *sup, const agr_named_aggregate *named,
 	return 0;
 }
 
-static bool valid_named(const agr_named_aggregate *named)
+/* What is wrong with a named aggregate, or NULL when nothing is. */
+static const char *invalid_named(const agr_named_aggregate *named)
 {
-	return named && named->context_name && *named->context_name &&
-	       named->aggregate_name && *named->aggregate_name;
+	if (!named)
+		return "the named aggregate is NULL";
+	if (!named->context_name || !*named->context_name)
+		return "its context_name is NULL or empty";
+	if (!named->aggregate_name || !*named->aggregate_name)
+		return "its aggregate_name is NULL or empty";
+	return NULL;
 }
 
 AGR_API int agr_supplier_get_or_init(agr_supplier *sup,
 				     const agr_named_aggregate *named,
 				     agr_scheduler **out)
 {
+	const char *why = invalid_named(named);
 	struct entry *e;
 	int ret = 0;
 
-	if (!sup || !out || !valid_named(named))
+	if (!sup || !out || why) {
+		agr__log(AGR_LOG_ERROR, "agr_supplier_get_or_init: %s; -EINVAL",
+			 !sup ? "the supplier is NULL" :
+			 !out ? "out is NULL" :
+				why);
 		return -EINVAL;
+	}
 	if (sup->owner)
 		return agr_supplier_get_or_init(sup->owner, named, out);
 	/*

@@ -510,23 +510,12 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	return ret;
 }
 
-/* Says which argument made an agr_io_* call invalid. */
-static int refuse_call(struct agr_worker *w)
-{
-	agr__log(AGR_LOG_ERROR, "agr_io_*: %s; refused with EINVAL",
-		 !w ? "the worker is NULL" :
-		 w != agr__current_worker ?
-		      "not called on that worker's thread (I/O runs only on "
-		      "the worker it submits to)" :
-		      "the callback is NULL");
-	return -EINVAL;
-}
-
 /* 0 if `w` may submit for cb now, else why not. */
 static int may_submit(struct agr_worker *w, agr_io_cb cb)
 {
+	/* io.c has logged why, for a caller's mistake. */
 	if (!w || w != agr__current_worker || (!cb && !w->next.cqe_cb))
-		return refuse_call(w);
+		return -EINVAL;
 	if (w->closing)
 		return -ESHUTDOWN;
 	if (agr__unlikely(w->owner_cancelled))
@@ -1343,6 +1332,16 @@ void agr__worker_free(struct agr_worker *w)
 const char *agr__worker_name(const struct agr_worker *w)
 {
 	return w->thread_name;
+}
+
+bool agr__worker_exited(const struct agr_worker *w)
+{
+	return atomic_load(&w->exited);
+}
+
+bool agr__worker_closing(const struct agr_worker *w)
+{
+	return w->closing;
 }
 
 int agr__worker_inflight(const struct agr_worker *w)

@@ -123,6 +123,12 @@ void agr__worker_free(struct agr_worker *w);
 /* The thread name ("<scheduler>-<index>", cut to 15 bytes). */
 const char *agr__worker_name(const struct agr_worker *w);
 
+/* True once the thread has left its loop (any thread may ask). */
+bool agr__worker_exited(const struct agr_worker *w);
+
+/* True while it tears down: it submits nothing more (its own thread). */
+bool agr__worker_closing(const struct agr_worker *w);
+
 /* Operations in flight on the ring; any thread may ask. */
 int agr__worker_inflight(const struct agr_worker *w);
 

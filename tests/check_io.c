@@ -1176,6 +1176,61 @@ static void misuse_task(void *arg)
 	tu_latch_count_down(&m->done);
 }
 
+/* ---- what the library logged ---- */
+
+#define LOG_LINES 128
+
+static struct {
+	pthread_mutex_t lock;
+	int n;
+	char line[LOG_LINES][256];
+} logbook = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void keep_log(agr_log_level level, const char *msg, void *arg)
+{
+	(void)level;
+	(void)arg;
+	pthread_mutex_lock(&logbook.lock);
+	if (logbook.n < LOG_LINES)
+		snprintf(logbook.line[logbook.n++], sizeof(logbook.line[0]),
+			 "%s", msg);
+	pthread_mutex_unlock(&logbook.lock);
+}
+
+/* Lines that start with "<call>: " and hold `why`. */
+static int logged_for(const char *call, const char *why)
+{
+	size_t len = strlen(call);
+	int i, n = 0;
+
+	pthread_mutex_lock(&logbook.lock);
+	for (i = 0; i < logbook.n; i++)
+		if (!strncmp(logbook.line[i], call, len) &&
+		    logbook.line[i][len] == ':' && strstr(logbook.line[i], why))
+			n++;
+	pthread_mutex_unlock(&logbook.lock);
+	return n;
+}
+
+static void forget_log(void)
+{
+	pthread_mutex_lock(&logbook.lock);
+	logbook.n = 0;
+	pthread_mutex_unlock(&logbook.lock);
+}
+
+/* Each of the first n calls logged its -EINVAL, saying `why`. */
+static void assert_each_logged(int n, const char *why)
+{
+	int i;
+
+	for (i = 0; i < n; i++)
+		ck_assert_msg(logged_for(call_names[i], why) == 1,
+			      "%s logged \"%s\" %d times, want once",
+			      call_names[i], why,
+			      logged_for(call_names[i], why));
+}
+
 START_TEST(calls_refuse_other_threads_and_null_callbacks)
 {
 	atomic_int calls = 0;
@@ -1185,11 +1240,17 @@ START_TEST(calls_refuse_other_threads_and_null_callbacks)
 
 	rig_up(&g, 2);
 	m.peer = worker_at(&g, 1);
+	forget_log();
+	agr_set_log_hook(keep_log, NULL);
 
 	call_every_op(m.peer, count_call, &calls, ret);
 	assert_all_einval(ret, NCALLS, "from the test thread");
+	assert_each_logged(NCALLS, "a thread that is no worker");
+	forget_log();
 	call_every_op(NULL, count_call, &calls, ret);
 	assert_all_einval(ret, NCALLS, "without a worker");
+	assert_each_logged(NCALLS, "the worker is NULL");
+	forget_log();
 	ck_assert_int_eq(agr_io_inflight(NULL), -EINVAL);
 
 	tu_latch_init(&m.done, 1);
@@ -1198,11 +1259,17 @@ START_TEST(calls_refuse_other_threads_and_null_callbacks)
 	assert_all_einval(m.null_cb, NCALLS - 1, "with a NULL callback");
 	/* A cancel takes no callback: it just finds nothing. */
 	ck_assert_int_eq(m.null_cb[NCALLS - 1], 0);
+	assert_each_logged(NCALLS - 1, "the callback is NULL");
 	assert_all_einval(m.at_peer, NCALLS, "on a peer worker's ring");
 	ck_assert_int_eq(m.null_sqe_out, -EINVAL);
 	ck_assert_int_eq(m.null_path, -EINVAL);
 	ck_assert_int_eq(m.null_addr, -EINVAL);
 	ck_assert_int_eq(m.inflight, 0);
+	ck_assert_int_eq(logged_for("agr_io_sqe", "sqe is NULL"), 1);
+	ck_assert_int_eq(logged_for("agr_io_openat", "path is NULL"), 1);
+	ck_assert_int_eq(logged_for("agr_io_connect", "addr is NULL"), 1);
+	assert_each_logged(NCALLS, "(called from ");
+	agr_set_log_hook(NULL, NULL);
 
 	rig_down(&g);
 	ck_assert_int_eq(atomic_load(&calls), 0);

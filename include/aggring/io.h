@@ -29,10 +29,11 @@
  *   reported, as -EBUSY.
  *
  * Errors of every call: -EINVAL (NULL worker or cb, or not called on
- * that worker), -ESHUTDOWN (the worker is tearing down), -ECANCELED
- * (called from the callback of an operation that a dispatcher's force
- * stop cancelled: the message it serves is being stopped), -ENOMEM,
- * -EBUSY (the submission queue stayed full).
+ * that worker; the log hook is told which, and from what thread),
+ * -ESHUTDOWN (the worker is tearing down), -ECANCELED (called from the
+ * callback of an operation that a dispatcher's force stop cancelled:
+ * the message it serves is being stopped), -ENOMEM, -EBUSY (the
+ * submission queue stayed full).
  */
 #ifndef AGGRING_IO_H
 #define AGGRING_IO_H

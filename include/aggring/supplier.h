@@ -116,7 +116,8 @@ AGR_API int agr_supplier_new_opts(const char *name,
  * environment variable AGR_SCHEDULER_POOL_SIZE when set.
  *
  * Returns 0, -EINVAL (NULL or empty name, NULL out, negative
- * parallelism, or an invalid AGR_SCHEDULER_POOL_SIZE), -ENOMEM.
+ * parallelism, or an invalid AGR_SCHEDULER_POOL_SIZE; logged, naming
+ * which), -ENOMEM.
  * No ring is created until the first lookup.
  */
 AGR_API int agr_supplier_new(const char *name, int parallelism,
@@ -144,7 +145,8 @@ AGR_API bool agr_supplier_is_borrowed(const agr_supplier *sup);
  * cache key is the pair (context_name, aggregate_name); the scheduler
  * and its threads are named after the supplier and the aggregate name.
  *
- * Returns 0, -EINVAL (NULL argument, NULL or empty names), -ESHUTDOWN
+ * Returns 0, -EINVAL (NULL argument, NULL or empty names; logged,
+ * naming which), -ESHUTDOWN
  * (the supplier has begun stopping), -ENOMEM, -EAGAIN (no thread could
  * be created), or the error that kept io_uring from starting (-ENOSYS,
  * -EPERM, -ENOMEM, -EINVAL), whose likely cause is logged in words.
