@@ -80,6 +80,9 @@
 #include <unistd.h>
 
 #include <aggring.h>
+#ifdef AGR_FAULT_INJECTION
+#include <aggring/fault.h>
+#endif
 
 #include "../examples/ledger_journal.h"
 #include "crash_replay.h"
@@ -1095,6 +1098,38 @@ static void restart_from(const struct mode *m, const struct restart *k,
 	remove_dir(dir);
 }
 
+/* Fault injection: a few of the first run's writes come back short. */
+static bool short_writes;
+
+/*
+ * Direct: a write of more than a block and a half is cut to that (the
+ * journal writes its last block again), a zero fill fails (the batches
+ * extend the file themselves). Buffered: writes are cut to 700 bytes.
+ */
+static void arm_short_writes(const struct mode *m)
+{
+#ifdef AGR_FAULT_INJECTION
+	int at = m->io == JOURNAL_IO_DIRECT ? (int)(JOURNAL_BLOCK * 3 / 2) :
+					      700;
+
+	if (short_writes)
+		ck_assert_int_eq(agr_fault_arm(AGR_FAULT_IO_SHORT, at, 2, 6),
+				 0);
+#else
+	(void)m;
+#endif
+}
+
+static void disarm_short_writes(void)
+{
+#ifdef AGR_FAULT_INJECTION
+	if (short_writes) {
+		ck_assert_uint_gt(agr_fault_fired(AGR_FAULT_IO_SHORT), 0);
+		agr_fault_reset();
+	}
+#endif
+}
+
 static void run_mode(const struct mode *m, unsigned salt, recover_fn *recover,
 		     bool restarts, uint64_t budget, struct outcome *o)
 {
@@ -1115,7 +1150,9 @@ static void run_mode(const struct mode *m, unsigned salt, recover_fn *recover,
 	r->nrecs = PHASE1_RECORDS;
 	for (i = 0; i < r->nrecs; i++)
 		record_make(&r->recs[i], 'r', i);
+	arm_short_writes(m);
 	o->direct = record_run(r, path, 0, m->io, m->sync);
+	disarm_short_writes();
 	x.run = r;
 	explore_run(&x);
 	add_up(o, &x, r);
@@ -1125,12 +1162,13 @@ static void run_mode(const struct mode *m, unsigned salt, recover_fn *recover,
 		restart_from(m, &x.restarts[i], r, budget / 4 / RESTARTS, o);
 		free(x.restarts[i].image);
 	}
-	printf("crash states, %s%s (seed %" PRIu64 "): %" PRIu64
+	printf("crash states, %s%s%s (seed %" PRIu64 "): %" PRIu64
 	       " writes and syncs, %" PRIu64 " groups (%" PRIu64
 	       " with more than one write in flight), %" PRIu64
 	       " states (%" PRIu64 " torn, %" PRIu64 " with a tail cut off, %"
 	       PRIu64 " keeping unacknowledged records), %u restarts;",
-	       m->name, m->io == JOURNAL_IO_DIRECT && !o->direct ?
+	       m->name, short_writes ? ", short writes" : "",
+	       m->io == JOURNAL_IO_DIRECT && !o->direct ?
 	       " (O_DIRECT refused: buffered)" : "", env_u64("CRASH_SEED", 1),
 	       o->ops, o->groups, o->reordered, o->states, o->torn, o->cut,
 	       o->unacked_kept, o->restarts);
@@ -1161,6 +1199,26 @@ START_TEST(crash_states_recover)
 			      modes[_i].name, o.found[v], violation_name[v]);
 }
 END_TEST
+
+#ifdef AGR_FAULT_INJECTION
+
+/* Short writes finished by the journal, failed zero fills: the same. */
+START_TEST(crash_states_recover_after_short_writes)
+{
+	struct outcome o;
+	unsigned v;
+
+	short_writes = true;
+	run_mode(&modes[_i], 50 + (unsigned)_i, real_recover, true,
+		 budget_per_mode() / 2, &o);
+	short_writes = false;
+	for (v = 0; v < V_KINDS; v++)
+		ck_assert_msg(o.found[v] == 0, "%s: %" PRIu64 " states: %s",
+			      modes[_i].name, o.found[v], violation_name[v]);
+}
+END_TEST
+
+#endif
 
 /* The checker can fail: a replay that trusts torn records is caught. */
 START_TEST(a_replay_that_trusts_torn_records_is_caught)
@@ -1201,6 +1259,10 @@ static Suite *crash_suite(void)
 	tcase_set_timeout(tc, (double)(120 + budget_per_mode() / 20));
 #ifndef JOURNAL_PLANT_EARLY_ACK
 	tcase_add_loop_test(tc, crash_states_recover, 0, NMODES);
+#ifdef AGR_FAULT_INJECTION
+	tcase_add_loop_test(tc, crash_states_recover_after_short_writes, 0,
+			    NMODES);
+#endif
 	tcase_add_loop_test(tc, a_replay_that_trusts_torn_records_is_caught,
 			    0, NMODES);
 #else
