@@ -133,13 +133,14 @@ static void zero_fill_maybe(struct journal *j)
 	    j->offset < j->zero_retry_at)
 		return;
 	j->zero_at = round_up(j->zeroed > j->offset ? j->zeroed : j->offset);
-	if (agr_io_write(agr_worker_current(), j->fd, zeros,
-			 JOURNAL_ZERO_CHUNK, j->zero_at, zero_written, j) == 0) {
+	if (agr_io_write(agr_worker_current(), j->fd, zeros, JOURNAL_ZERO_CHUNK,
+			 j->zero_at, zero_written, j) == 0) {
 		j->zeroing = true;
 		trace_issued(j, JOURNAL_STREAM_ZEROS, zeros, JOURNAL_ZERO_CHUNK,
 			     j->zero_at, false);
-	} else
+	} else {
 		zero_fill_over(j, true);
+	}
 }
 
 /* ---- batches ---- */

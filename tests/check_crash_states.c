@@ -90,7 +90,7 @@
 
 #define SECTOR 512u
 #define MAX_SECTORS 64	  /* of one write in the workload */
-#define TEAR_ALL 10	  /* writes of up to this many sectors: all subsets */
+#define TEAR_ALL 10	  /* up to this many sectors: every subset */
 #define MAX_OPS 4096	  /* writes and fdatasyncs of one run */
 #define MAX_RECORDS 2048  /* of one run, restarts included */
 #define PHASE1_RECORDS 700
@@ -738,9 +738,11 @@ static void describe(struct explorer *x, const struct group *gr,
 
 	for (i = 0; i < gr->nv && n > 0 && (size_t)n < sizeof(current_state);
 	     i++)
-		n += snprintf(current_state + n, sizeof(current_state) - (size_t)n,
-			      " write of %zu at %" PRIu64 " sectors %#" PRIx64 ";",
-			      gr->vlen[i], gr->v[i]->at, gr->masks[i][pick[i]]);
+		n += snprintf(current_state + n,
+			      sizeof(current_state) - (size_t)n,
+			      " write of %zu at %" PRIu64 " sectors %#" PRIx64
+			      ";", gr->vlen[i], gr->v[i]->at,
+			      gr->masks[i][pick[i]]);
 }
 
 static void report(struct explorer *x, enum violation v, const char *what)
@@ -880,7 +882,8 @@ static void group_at(const struct run *r, long t, struct group *gr,
 			continue;
 		gr->inflight++;
 		if (gr->nv == MAX_INFLIGHT) { /* keep the newest */
-			memmove(gr->v, gr->v + 1, sizeof(gr->v[0]) * (gr->nv - 1));
+			memmove(gr->v, gr->v + 1,
+				sizeof(gr->v[0]) * (gr->nv - 1));
 			memmove(gr->vlen, gr->vlen + 1,
 				sizeof(gr->vlen[0]) * (gr->nv - 1));
 			memmove(gr->masks, gr->masks + 1,
