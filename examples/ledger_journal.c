@@ -204,6 +204,7 @@ static int write_more(struct journal *j)
 	} else if ((ret = agr_io_sqe(w, journal_written, j, &sqe)) == 0) {
 		io_uring_prep_write(sqe, j->fd, p, len, at);
 		sqe->rw_flags = RWF_DSYNC;
+		ret = agr_io_sqe_commit(w); /* prepared: may go early */
 	}
 	if (ret == 0)
 		trace_issued(j, JOURNAL_STREAM_BATCH, p, len, at, dsync);
