@@ -35,7 +35,7 @@
  * The zeros a direct journal writes ahead, shared by every journal:
  * opened and closed on the main thread, only read by the workers.
  */
-static char *zeros;
+static void *zeros;
 static unsigned zeros_users;
 
 static uint64_t round_down(uint64_t n)
@@ -161,11 +161,11 @@ static int stage_batch(struct journal *j)
 	size_t len = j->tail_len + b->len, size = round_up(len);
 
 	if (size > j->stage_cap) {
-		char *p = aligned_alloc(JOURNAL_BLOCK, size * 2);
+		void *p;
 
-		if (!p)
+		if (agr_dio_alloc(size * 2, JOURNAL_BLOCK, &p) < 0)
 			return -ENOMEM;
-		free(j->stage);
+		agr_dio_free(j->stage);
 		j->stage = p;
 		j->stage_cap = size * 2;
 	}
@@ -474,14 +474,24 @@ static int read_tail(struct journal *j)
 static int open_direct(struct journal *j, const char *path)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, ret;
+	size_t mem, off;
+	void *stage = NULL;
 
 	j->fd = open(path, flags, 0644);
 	if (j->fd < 0)
 		return -errno;
-	j->stage = aligned_alloc(JOURNAL_BLOCK, JOURNAL_BLOCK);
+	/* Whole blocks must do for the file: else the page cache. */
+	ret = agr_io_dio_alignment(j->fd, &mem, &off);
+	if (ret == -EOPNOTSUPP || (ret == 0 && (mem > JOURNAL_BLOCK ||
+						off > JOURNAL_BLOCK)))
+		return -EINVAL;
+	if (ret < 0)
+		return ret;
+	agr_dio_alloc(JOURNAL_BLOCK, JOURNAL_BLOCK, &stage);
+	j->stage = stage;
 	j->tail = malloc(JOURNAL_BLOCK);
-	if (!zeros && (zeros = aligned_alloc(JOURNAL_BLOCK,
-					     JOURNAL_ZERO_CHUNK)) != NULL)
+	if (!zeros &&
+	    agr_dio_alloc(JOURNAL_ZERO_CHUNK, JOURNAL_BLOCK, &zeros) == 0)
 		memset(zeros, 0, JOURNAL_ZERO_CHUNK);
 	if (!j->stage || !j->tail || !zeros)
 		return -ENOMEM;
@@ -498,11 +508,11 @@ static int open_direct(struct journal *j, const char *path)
 static void free_direct(struct journal *j)
 {
 	if (j->holds_zeros && --zeros_users == 0) {
-		free(zeros);
+		agr_dio_free(zeros);
 		zeros = NULL;
 	}
 	j->holds_zeros = false;
-	free(j->stage);
+	agr_dio_free(j->stage);
 	free(j->tail);
 	j->stage = j->tail = NULL;
 	j->direct = false;

@@ -20,5 +20,6 @@
 #include <aggring/io.h>
 #include <aggring/buf_ring.h>
 #include <aggring/placement.h>
+#include <aggring/dio.h>
 
 #endif /* AGGRING_H */
