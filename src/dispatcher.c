@@ -24,6 +24,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,6 +40,8 @@
  * more; senders schedule it as if it were G_IDLE. Only the step to
  * G_IDLE ends the worker's business with the group (go_idle()).
  */
+#define PENDING_TYPE_WORDS 4 /* 31 bytes of a pending message's type */
+
 enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED, G_IDLING };
 
 enum ex_flags { EX_STARTING = 1u, EX_DONE = 2u, EX_MATCHED = 4u };
@@ -109,6 +112,13 @@ struct group {
 	_Atomic(struct agr_exchange *) current;
 	/* When current's functions went pending; 0: not pending. */
 	atomic_uint_fast64_t pending_since;
+	/*
+	 * Its type, copied when it went pending, for the watchdog: the
+	 * message may complete (and its memory go) while it looks.
+	 * pending_since, read before and after, tells a torn copy.
+	 */
+	atomic_uint_fast64_t pending_type[PENDING_TYPE_WORDS];
+	uint64_t stuck_reported_since; /* the watchdog's own */
 	unsigned index;
 	/*
 	 * One writer at a time (the worker, or a stopping thread when no
@@ -180,6 +190,8 @@ struct agr_dispatcher {
 	size_t nhandlers;
 	struct sweep *sweeps;
 	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
+	struct agr__sched_watch stuck_watch; /* the watchdog's look */
+	atomic_uint_fast64_t stuck_detected;
 	struct agr__lease_ops lease; /* acquire NULL: no leases */
 	int idle_from; /* wait_idle(): groups below it are idle for good */
 
@@ -328,6 +340,24 @@ static void discard(struct group *g, struct agr_exchange *ex)
 static struct latency *latency_of(struct group *g)
 {
 	return &g->d->latency[agr_worker_index(g->worker)];
+}
+
+/* The message of g went pending: when, and its type, for reports. */
+static void note_pending(struct group *g, const char *type)
+{
+	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)] = { 0 };
+	uint64_t word;
+	int i;
+
+	if (type)
+		strncpy(text, type, sizeof(text) - 1);
+	for (i = 0; i < PENDING_TYPE_WORDS; i++) {
+		memcpy(&word, text + i * sizeof(word), sizeof(word));
+		atomic_store_explicit(&g->pending_type[i], word,
+				      memory_order_relaxed);
+	}
+	atomic_store_explicit(&g->pending_since, agr__now_ns(),
+			      memory_order_release);
 }
 
 static void clear_current(struct group *g)
@@ -484,9 +514,8 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 	agr__worker_set_owner(g->worker, NULL);
 	ex->flags &= ~(unsigned)EX_STARTING;
 	if (ex->pending > 0) {
-		/* For a stop's report; one clock read, on the slow path. */
-		atomic_store_explicit(&g->pending_since, agr__now_ns(),
-				      memory_order_relaxed);
+		/* For the reports; one clock read, on the slow path. */
+		note_pending(g, msg->type);
 		return false;
 	}
 	return finish(g, ex);
@@ -769,6 +798,8 @@ static void init_groups(struct agr_dispatcher *d)
 		atomic_init(&g->discarded, 0);
 		atomic_init(&g->current, NULL);
 		atomic_init(&g->pending_since, 0);
+		for (int k = 0; k < PENDING_TYPE_WORDS; k++)
+			atomic_init(&g->pending_type[k], 0);
 		g->work.fn = run_group;
 		g->d = d;
 		g->worker = agr__scheduler_worker(d->sched, (unsigned)i);
@@ -845,6 +876,8 @@ static int alloc_latency(struct agr_dispatcher *d)
 	return 0;
 }
 
+static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns);
+
 AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 			       agr_dispatcher **out)
 {
@@ -894,6 +927,9 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	d->lifecycle = D_NEW;
 	init_groups(d);
 	init_sweeps(d);
+	d->stuck_watch.fn = watch_stuck;
+	d->stuck_watch.arg = d;
+	agr__scheduler_watch_add(d->sched, &d->stuck_watch);
 	agr__handle_claim(&d->magic, AGR__H_DISPATCHER);
 	*out = d;
 	return 0;
@@ -1317,6 +1353,64 @@ static void report_group(struct agr_dispatcher *d, struct group *g,
 			 worker, type, (double)waited_ns / 1e9);
 }
 
+/*
+ * The pending message of g as the watchdog sees it: its type copy and
+ * since when, or false when none, or when it changed while we read.
+ */
+static bool read_pending(struct group *g, uint64_t *since, char *type,
+			 size_t len)
+{
+	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)];
+	uint64_t word, again;
+	int i;
+
+	*since = atomic_load_explicit(&g->pending_since, memory_order_acquire);
+	if (!*since)
+		return false;
+	for (i = 0; i < PENDING_TYPE_WORDS; i++) {
+		word = atomic_load_explicit(&g->pending_type[i],
+					    memory_order_acquire);
+		memcpy(text + i * sizeof(word), &word, sizeof(word));
+	}
+	again = atomic_load_explicit(&g->pending_since, memory_order_relaxed);
+	if (again != *since)
+		return false;
+	text[sizeof(text) - 1] = '\0';
+	snprintf(type, len, "%s", text);
+	return true;
+}
+
+/*
+ * The watchdog's look at this dispatcher (a scheduler watch): a message
+ * pending for `threshold_ns` or more is named once, and counted.
+ */
+static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns)
+{
+	struct agr_dispatcher *d = arg;
+	char type[PENDING_TYPE_WORDS * sizeof(uint64_t)];
+	uint64_t since;
+	int i;
+
+	for (i = 0; i < d->parallelism; i++) {
+		struct group *g = &d->groups[i];
+
+		if (!read_pending(g, &since, type, sizeof(type)) ||
+		    now <= since || now - since < threshold_ns ||
+		    g->stuck_reported_since == since)
+			continue;
+		g->stuck_reported_since = since;
+		atomic_fetch_add_explicit(&d->stuck_detected, 1,
+					  memory_order_relaxed);
+		agr__log(AGR_LOG_WARN,
+			 "stuck message: %s group %u (worker %d) has held a "
+			 "message of type \"%s\" for %llu ms: a function "
+			 "returned AGR_PENDING and has not called "
+			 "agr_exchange_done()", d->name, g->index,
+			 agr_worker_index(g->worker), type,
+			 (unsigned long long)((now - since) / 1000000u));
+	}
+}
+
 /* Logs every group (up to REPORT_GROUPS) that keeps us from idle. */
 static void report_holders(struct agr_dispatcher *d, const char *what,
 			   uint64_t waited_ns)
@@ -1559,6 +1653,7 @@ AGR_API void agr_dispatcher_free(agr_dispatcher *d)
 	else
 		agr_dispatcher_quiesce(d);
 	wait_idle_for_stop(d, UINT64_MAX, "agr_dispatcher_free() waits");
+	agr__scheduler_watch_remove(d->sched, &d->stuck_watch);
 	agr__scheduler_detach_gate(d->sched, &d->gate);
 	if (d->owns_supplier)
 		agr_supplier_free(d->supplier);
@@ -1605,6 +1700,8 @@ AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 		out->skipped += load(&g->skipped);
 		out->discarded += load(&g->discarded);
 	}
+	out->stuck = atomic_load_explicit(&d->stuck_detected,
+					  memory_order_relaxed);
 	return 0;
 }
 

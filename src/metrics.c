@@ -102,6 +102,11 @@ static const struct stat_family stat_families[] = {
 	  "outcome",
 	  { "handled", "failed", "skipped", "discarded" },
 	  { STAT(handled), STAT(failed), STAT(skipped), STAT(discarded) } },
+	{ "aggring_stuck_messages_total",
+	  "Messages found pending longer than the watchdog's threshold.",
+	  "detected_by",
+	  { "watchdog" },
+	  { STAT(stuck) } },
 };
 
 static void emit_stat_family(struct out *o, const struct stat_family *f,

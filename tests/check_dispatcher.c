@@ -1884,6 +1884,114 @@ static int done_twice(agr_exchange *ex, void *arg)
 	return AGR_PENDING;
 }
 
+/* ---- the watchdog names stuck messages ---- */
+
+struct stuck {
+	pthread_mutex_t lock;
+	agr_exchange *ex;
+	char line[512];
+	struct tu_tally reports, started;
+};
+
+static struct stuck *stuck_now; /* the log hook's view */
+
+static void stuck_log(agr_log_level level, const char *msg, void *arg)
+{
+	struct stuck *st = stuck_now;
+
+	(void)arg;
+	if (level != AGR_LOG_WARN || !st || !strstr(msg, "stuck message"))
+		return;
+	pthread_mutex_lock(&st->lock);
+	snprintf(st->line, sizeof(st->line), "%s", msg);
+	pthread_mutex_unlock(&st->lock);
+	tu_tally_add(&st->reports);
+}
+
+static int pend_forever(agr_exchange *ex, void *arg)
+{
+	struct stuck *st = arg;
+
+	pthread_mutex_lock(&st->lock);
+	st->ex = ex;
+	pthread_mutex_unlock(&st->lock);
+	tu_tally_add(&st->started);
+	return AGR_PENDING;
+}
+
+static void finish_stuck(struct stuck *st)
+{
+	agr_exchange *ex;
+
+	pthread_mutex_lock(&st->lock);
+	ex = st->ex;
+	st->ex = NULL;
+	pthread_mutex_unlock(&st->lock);
+	agr_exchange_done(ex, 0);
+}
+
+/*
+ * A function that returned AGR_PENDING and never finishes is named by
+ * the watchdog (dispatcher, group, worker, type, age), once per
+ * message, and counted in the stats and the exposition.
+ */
+START_TEST(watchdog_names_a_stuck_message)
+{
+	struct stuck st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct journal j;
+	struct tmsg a, b;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	char page[16384], want[96];
+
+	journal_init(&j);
+	tu_tally_init(&st.reports);
+	tu_tally_init(&st.started);
+	stuck_now = &st;
+	agr_set_log_hook(stuck_log, NULL);
+	o = owned_options(1, 4, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, "Pay", pend_forever, &st);
+	start(d);
+	ck_assert_int_eq(agr_watchdog_start(20 * MS), 0);
+	tmsg_init(&a, "order-1", 1);
+	a.m.type = "Pay";
+	send_ok(d, &a);
+	ck_assert(tu_tally_wait(&st.reports, 1, TU_LONG_NS));
+	snprintf(want, sizeof(want), "orders group %d (worker 0)",
+		 agr_dispatcher_group_of(d, &a.m));
+	pthread_mutex_lock(&st.lock);
+	ck_assert_msg(strstr(st.line, want), "report: %s", st.line);
+	ck_assert(strstr(st.line, "type \"Pay\""));
+	ck_assert(strstr(st.line, " ms: a function returned AGR_PENDING"));
+	pthread_mutex_unlock(&st.lock);
+	finish_stuck(&st);
+	ck_assert(journal_wait(&j, 1));
+
+	/* A second stuck message is a second report, not more of the first. */
+	tmsg_init(&b, "order-1", 2);
+	b.m.type = "Pay";
+	send_ok(d, &b);
+	ck_assert(tu_tally_wait(&st.reports, 2, TU_LONG_NS));
+	finish_stuck(&st);
+	ck_assert(journal_wait(&j, 2));
+	ck_assert_uint_eq(stats_of(d).stuck, 2);
+	ck_assert_int_gt(agr_metrics_write_prometheus(
+				 (agr_dispatcher *const[]){ d }, 1,
+				 page, sizeof(page)), 0);
+	ck_assert(strstr(page, "aggring_stuck_messages_total{"));
+	ck_assert(strstr(page, "detected_by=\"watchdog\"} 2\n"));
+	agr_watchdog_stop();
+	ck_assert_int_eq(tu_tally_value(&st.reports), 2);
+	stop_and_free(d);
+	agr_set_log_hook(NULL, NULL);
+	stuck_now = NULL;
+	tu_tally_destroy(&st.reports);
+	tu_tally_destroy(&st.started);
+	journal_destroy(&j);
+}
+END_TEST
+
 START_TEST(second_done_is_ignored)
 {
 	struct tmsg t1, t2;
@@ -2925,6 +3033,7 @@ static Suite *suite(void)
 	tcase_add_test(core, custom_group_key);
 	tcase_add_test(core, garbage_return_is_einval);
 	tcase_add_test(core, second_done_is_ignored);
+	tcase_add_test(core, watchdog_names_a_stuck_message);
 	tcase_add_test(core, default_parallelism_is_64_per_cpu);
 	tcase_add_test(core, parallelism_env_overrides_default);
 	tcase_add_test(core, forwarding_between_dispatchers);

@@ -267,6 +267,14 @@ typedef struct agr_dispatcher_stats {
 	uint64_t failed;    /* completed with a function's error */
 	uint64_t skipped;   /* no function matched; completed with 0 */
 	uint64_t discarded; /* completed with AGR_DISCARDED */
+	/*
+	 * Messages the watchdog (agr_watchdog_start) found pending longer
+	 * than its threshold (a function returned AGR_PENDING and has not
+	 * called agr_exchange_done()); each is also logged, once, with
+	 * the dispatcher, group, worker, type and age. Not an outcome:
+	 * the message still completes once.
+	 */
+	uint64_t stuck;
 } agr_dispatcher_stats;
 
 /*
