@@ -111,7 +111,7 @@ AGR_API int agr_buf_ring_new(agr_worker *w, unsigned short bgid,
 	br->w = w;
 	br->bgid = bgid;
 	br->nbufs = nbufs;
-	br->mask = io_uring_buf_ring_mask(nbufs);
+	br->mask = (unsigned)io_uring_buf_ring_mask(nbufs);
 	br->buf_size = buf_size;
 	for (i = 0; i < nbufs; i++)
 		io_uring_buf_ring_add(br->ring, br->mem + i * buf_size,

@@ -347,7 +347,7 @@ static void note_pending(struct group *g, const char *type)
 {
 	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)] = { 0 };
 	uint64_t word;
-	int i;
+	size_t i;
 
 	if (type)
 		strncpy(text, type, sizeof(text) - 1);
@@ -1362,7 +1362,7 @@ static bool read_pending(struct group *g, uint64_t *since, char *type,
 {
 	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)];
 	uint64_t word, again;
-	int i;
+	size_t i;
 
 	*since = atomic_load_explicit(&g->pending_since, memory_order_acquire);
 	if (!*since)
