@@ -163,6 +163,7 @@ int agr__supplier_settings(const char *who, const agr_supplier_options *opts,
 		.hook_arg = o->hook_arg,
 		.log_fn = o->log_fn,
 		.log_arg = o->log_arg,
+		.watchdog_ns = o->watchdog_threshold_ns,
 	};
 	*parallelism = o->parallelism;
 	return 0;

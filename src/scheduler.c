@@ -134,18 +134,25 @@ static void registry_remove(struct agr_scheduler *s)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-void agr__scheduler_for_each_worker(void (*fn)(struct agr_worker *w,
-					       void *arg),
-				    void *arg)
+void agr__scheduler_for_each(void (*fn)(struct agr_scheduler *s, void *arg),
+			     void *arg)
 {
 	struct agr_scheduler *s;
-	int i;
 
 	pthread_mutex_lock(&registry_lock);
 	for (s = registry; s; s = s->registry_next)
-		for (i = 0; i < s->parallelism; i++)
-			fn(s->workers[i], arg);
+		fn(s, arg);
 	pthread_mutex_unlock(&registry_lock);
+}
+
+void agr__scheduler_each_worker(struct agr_scheduler *s,
+				void (*fn)(struct agr_worker *w, void *arg),
+				void *arg)
+{
+	int i;
+
+	for (i = 0; i < s->parallelism; i++)
+		fn(s->workers[i], arg);
 }
 
 void agr__scheduler_watch_add(struct agr_scheduler *s,
@@ -172,16 +179,13 @@ void agr__scheduler_watch_remove(struct agr_scheduler *s,
 	pthread_mutex_unlock(&registry_lock);
 }
 
-void agr__scheduler_run_watches(uint64_t now_ns, uint64_t threshold_ns)
+void agr__scheduler_run_watches_of(struct agr_scheduler *s, uint64_t now_ns,
+				   uint64_t threshold_ns)
 {
 	struct agr__sched_watch *watch;
-	struct agr_scheduler *s;
 
-	pthread_mutex_lock(&registry_lock);
-	for (s = registry; s; s = s->registry_next)
-		for (watch = s->watches; watch; watch = watch->next)
-			watch->fn(watch->arg, now_ns, threshold_ns);
-	pthread_mutex_unlock(&registry_lock);
+	for (watch = s->watches; watch; watch = watch->next)
+		watch->fn(watch->arg, now_ns, threshold_ns);
 }
 
 /* ---- creation ---- */

@@ -168,17 +168,29 @@ void agr__scheduler_watch_add(struct agr_scheduler *s,
 void agr__scheduler_watch_remove(struct agr_scheduler *s,
 				 struct agr__sched_watch *watch);
 
-/* Runs every watch of every live scheduler (the watchdog's thread). */
-void agr__scheduler_run_watches(uint64_t now_ns, uint64_t threshold_ns);
-
 /*
- * Runs fn(w, arg) for every worker of every live scheduler of the
- * process (from creation until agr__scheduler_free() begins), under a
- * lock that agr__scheduler_free() takes: `fn` must not block, create or
- * free a scheduler.
+ * Runs fn(s, arg) for every live scheduler of the process (from
+ * creation until agr__scheduler_free() begins), under a lock that
+ * agr__scheduler_free() takes: `fn` must not block, create or free a
+ * scheduler. Inside it, the two below may be used on `s`.
  */
-void agr__scheduler_for_each_worker(void (*fn)(struct agr_worker *w,
-					       void *arg),
-				    void *arg);
+void agr__scheduler_for_each(void (*fn)(struct agr_scheduler *s, void *arg),
+			     void *arg);
+
+/* Runs fn(w, arg) for every worker of `s` (inside for_each). */
+void agr__scheduler_each_worker(struct agr_scheduler *s,
+				void (*fn)(struct agr_worker *w, void *arg),
+				void *arg);
+
+/* Runs every watch of `s` (inside for_each, the watchdog's thread). */
+void agr__scheduler_run_watches_of(struct agr_scheduler *s, uint64_t now_ns,
+				   uint64_t threshold_ns);
+
+/* The settings its workers were made with. */
+static inline const struct agr__worker_settings *
+agr__scheduler_settings(const struct agr_scheduler *s)
+{
+	return &s->settings;
+}
 
 #endif /* AGR_SCHEDULER_INTERNAL_H */

@@ -7,6 +7,7 @@
 #include "options.h"
 #include "scheduler.h"
 #include "util.h"
+#include "watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -49,7 +50,7 @@ static int supplier_new(const char *name, int parallelism,
 			agr_supplier **out)
 {
 	struct agr_supplier *sup;
-	int resolved;
+	int resolved, ret;
 
 	resolved = agr__resolve_parallelism(parallelism,
 					    "AGR_SCHEDULER_POOL_SIZE",
@@ -73,6 +74,14 @@ static int supplier_new(const char *name, int parallelism,
 		free(sup->name);
 		free(sup);
 		return -ENOMEM;
+	}
+	if (st->watchdog_ns && (ret = agr__watchdog_retain(st->watchdog_ns))) {
+		agr__log(AGR_LOG_ERROR, "supplier %s: cannot start its "
+			 "watchdog: %s", name, strerror(-ret));
+		free(sup->cpus_copy);
+		free(sup->name);
+		free(sup);
+		return ret;
 	}
 	sup->parallelism = resolved;
 	pthread_mutex_init(&sup->lock, NULL);
@@ -315,6 +324,8 @@ AGR_API void agr_supplier_free(agr_supplier *sup)
 		free(e);
 	}
 	pthread_mutex_destroy(&sup->lock);
+	if (sup->settings.watchdog_ns)
+		agr__watchdog_release();
 	free(sup->cpus_copy);
 	free(sup->name);
 	free(sup);

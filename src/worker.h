@@ -74,6 +74,7 @@ struct agr__worker_settings {
 	void *hook_arg;
 	agr_log_fn log_fn;
 	void *log_arg;
+	uint64_t watchdog_ns; /* the supplier's own watchdog; 0: none */
 };
 
 /* The built-in defaults: as if every option was left alone. */

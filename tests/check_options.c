@@ -399,6 +399,79 @@ START_TEST(supplier_log_hook_gets_its_workers_lines)
 }
 END_TEST
 
+/* ---- the supplier's own watchdog ---- */
+
+struct watched {
+	struct tu_tally reports;
+	atomic_int blocked_lines;
+	struct tu_latch ran;
+};
+
+static void watched_log(agr_log_level level, const char *msg, void *arg)
+{
+	struct watched *wd = arg;
+
+	if (level == AGR_LOG_WARN && strstr(msg, "blocking detected")) {
+		atomic_fetch_add(&wd->blocked_lines, 1);
+		tu_tally_add(&wd->reports);
+	}
+}
+
+/* The blocking handler the watchdog is there to find. */
+static void block_a_while(void *arg)
+{
+	struct watched *wd = arg;
+
+	usleep(300 * 1000);
+	tu_latch_count_down(&wd->ran);
+}
+
+static agr_supplier *watched_supplier(struct watched *wd, uint64_t threshold)
+{
+	agr_supplier_options o = AGR_SUPPLIER_OPTIONS_INIT;
+	agr_supplier *sup = NULL;
+
+	tu_tally_init(&wd->reports);
+	tu_latch_init(&wd->ran, 1);
+	o.parallelism = 1;
+	o.log_fn = watched_log;
+	o.log_arg = wd;
+	o.watchdog_threshold_ns = threshold;
+	ck_assert_int_eq(agr_supplier_new_opts("watched", &o, &sup), 0);
+	return sup;
+}
+
+/*
+ * With the process-wide watchdog off, a supplier's own watchdog reports
+ * its blocking worker to its own log hook; another supplier without one
+ * is not watched at all.
+ */
+START_TEST(supplier_watchdog_reports_to_its_hook)
+{
+	struct watched a = { 0 }, b = { 0 };
+	agr_supplier *sa = watched_supplier(&a, 20 * 1000000ull);
+	agr_supplier *sb = watched_supplier(&b, 0);
+	agr_scheduler *s;
+
+	agr_watchdog_stop();
+	ck_assert_int_eq(agr_supplier_get_or_init(sa, &order, &s), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(s, 0, block_a_while, &a), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(sb, &order, &s), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(s, 0, block_a_while, &b), 0);
+	ck_assert(tu_tally_wait(&a.reports, 1, TU_LONG_NS));
+	ck_assert(tu_latch_wait(&a.ran, TU_LONG_NS));
+	ck_assert(tu_latch_wait(&b.ran, TU_LONG_NS));
+	ck_assert_int_eq(atomic_load(&a.blocked_lines), 1);
+	ck_assert_int_eq(atomic_load(&b.blocked_lines), 0);
+	agr_supplier_free(sa);
+	agr_supplier_free(sb);
+	tu_latch_destroy(&a.ran);
+	tu_latch_destroy(&b.ran);
+	tu_tally_destroy(&a.reports);
+	tu_tally_destroy(&b.reports);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("options");
@@ -414,6 +487,7 @@ static Suite *suite(void)
 	tcase_add_test(c, init_and_exit_hooks_run_on_each_worker);
 	tcase_add_test(c, failing_init_hook_fails_creation_and_leaves_nothing);
 	tcase_add_test(c, supplier_log_hook_gets_its_workers_lines);
+	tcase_add_test(c, supplier_watchdog_reports_to_its_hook);
 	suite_add_tcase(s, c);
 	return s;
 }

@@ -82,6 +82,14 @@ typedef struct agr_supplier_options {
 	 */
 	agr_log_fn log_fn;
 	void *log_arg;
+	/*
+	 * > 0: a watchdog of this supplier's own (aggring/watchdog.h): its
+	 * workers are watched for handlers that block and messages pending
+	 * longer than this, whether or not agr_watchdog_start() was
+	 * called, and the reports go to log_fn when set. 0: the
+	 * process-wide watchdog's, when it runs.
+	 */
+	uint64_t watchdog_threshold_ns;
 	uint64_t reserved[8];
 } agr_supplier_options;
 
