@@ -171,8 +171,13 @@ AGR_API void agr_buf_ring_free(agr_buf_ring *br)
 {
 	if (!br)
 		return;
-	if (on_owner(br->w, "agr_buf_ring_free"))
-		io_uring_unregister_buf_ring(agr_worker_ring(br->w), br->bgid);
+	if (!on_owner(br->w, "agr_buf_ring_free")) {
+		/* Still registered: its memory must outlive the ring. */
+		agr__log(AGR_LOG_ERROR, "agr_buf_ring_free: group %u is left "
+			 "registered and its memory leaked", br->bgid);
+		return;
+	}
+	io_uring_unregister_buf_ring(agr_worker_ring(br->w), br->bgid);
 	munmap(br->ring, br->ring_bytes);
 	free(br->mem);
 	free(br);

@@ -157,7 +157,8 @@ AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		return ret;
 	if (!sqe)
 		return null_argument(w, __func__, "sqe");
-	if (!w || w != agr__current_worker || !cb)
+	if (!w || w != agr__current_worker ||
+	    (!cb && !agr__worker_next(w)->cqe_cb))
 		return bad_call(__func__, w, !cb);
 	return agr__worker_raw_sqe(w, cb, arg, sqe);
 }
@@ -388,10 +389,12 @@ AGR_API int agr_io_recv_multishot(agr_worker *w, int fd,
 	int ret;
 
 	if (w && !br)
-		return null_argument(w, __func__, "br");
+		return null_argument(w, __func__, "br"); /* forgets next */
 	if (br && agr_buf_ring_worker(br) != w) {
 		agr__log(AGR_LOG_ERROR, "agr_io_recv_multishot: the buffer "
 			 "ring belongs to another worker");
+		if (w && w == agr__current_worker)
+			agr__worker_abandon(w);
 		return -EINVAL;
 	}
 	ret = with_cqe_cb(w, "agr_io_recv_multishot", cb);

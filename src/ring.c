@@ -136,6 +136,13 @@ static unsigned rung_flags(const struct agr__ring_setup *setup, size_t i)
 	return flags;
 }
 
+/* Settings beyond the defaults: their refusal is not the kernel's age. */
+static bool asked_for_more(const struct agr__ring_setup *setup)
+{
+	return setup->ring_flags || setup->sqpoll_cpu >= 0 ||
+	       setup->sq_entries != 256 || setup->cq_entries != 4096;
+}
+
 static void log_fallback(const char *who, unsigned asked, unsigned got)
 {
 	agr__log(AGR_LOG_INFO, "%s: io_uring_setup refused flags 0x%x "
@@ -164,6 +171,15 @@ int agr__ring_init(struct io_uring *ring, const struct agr__ring_setup *setup,
 					    setup->sq_entries, ring, &p));
 		if (ret != -EINVAL)
 			break;
+	}
+	if (ret == -EINVAL && asked_for_more(setup)) {
+		agr__log(AGR_LOG_ERROR, "%s: io_uring_setup refused these "
+			 "settings with EINVAL: sq_entries %u, cq_entries %u, "
+			 "ring_flags 0x%x, sqpoll_cpu %d (the kernel does not "
+			 "take one of them, or it is older than Linux 5.18)",
+			 who, setup->sq_entries, setup->cq_entries,
+			 setup->ring_flags, setup->sqpoll_cpu);
+		return ret;
 	}
 	if (ret < 0) {
 		agr__ring_explain(ret, who);

@@ -133,10 +133,10 @@ struct agr_worker {
 	 * flush can hand the kernel one unprepared.
 	 */
 	struct raw_slot {
-		struct io_uring_sqe sqe;
+		struct io_uring_sqe sqe; /* its address is the caller's */
 		struct agr__op *op;
 		bool fixed_file;
-	} *raw;
+	} **raw; /* each slot on its own: the pointers stay valid */
 	unsigned nraw, raw_cap;
 	struct agr__io_next next; /* agr_io_next(): for the next operation */
 	agr_io_id last_id;
@@ -340,9 +340,9 @@ static struct io_uring_sqe *get_sqe(struct agr_worker *w)
 
 /*
  * Hands the SQEs prepared so far to the kernel once submit_batch of them
- * wait, unless a raw SQE (agr_io_sqe) may still be unprepared: its
- * caller has until the turn ends. A failed submit leaves them to the
- * loop's own, which retries and reports.
+ * wait, unless a chain is being built (agr_io_chain, or a committed raw
+ * SQE that links to the next operation). A failed submit leaves them to
+ * the loop's own, which retries and reports.
  */
 static void submit_early(struct agr_worker *w)
 {
@@ -384,9 +384,10 @@ static void end_open_chain(struct agr_worker *w)
 {
 	if (agr__likely(!w->chain_left))
 		return;
-	agr__log(AGR_LOG_WARN, "%s: agr_io_chain() asked for %u more "
-		 "operations than were submitted; the chain ends early",
-		 w->thread_name, w->chain_left);
+	agr__log(AGR_LOG_WARN, "%s: a chain (agr_io_chain(), or a raw SQE "
+		 "with IOSQE_IO_LINK) waited for %u more operation(s) than "
+		 "were submitted; it ends early", w->thread_name,
+		 w->chain_left);
 	agr__worker_abandon(w);
 }
 
@@ -553,8 +554,16 @@ static int take_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	if (!sqe_out)
 		return -EINVAL;
 	submit_early(w);
-	if (agr__unlikely(w->next.timeout_ns) && !reserve_sqes(w, 2))
-		return -EBUSY;
+	if (agr__unlikely(w->next.timeout_ns)) {
+		if (w->chain_left) {
+			agr__log(AGR_LOG_ERROR, "%s: a linked timeout inside "
+				 "agr_io_chain() would cut the chain; refused "
+				 "with EINVAL", w->thread_name);
+			return -EINVAL;
+		}
+		if (!reserve_sqes(w, 2))
+			return -EBUSY;
+	}
 	sqe = get_sqe(w);
 	if (!sqe)
 		return -EBUSY;
@@ -576,7 +585,7 @@ static int take_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 static int grow_raw(struct agr_worker *w)
 {
 	unsigned cap = w->raw_cap ? 2 * w->raw_cap : RAW_SLOTS;
-	struct raw_slot *raw = realloc(w->raw, cap * sizeof(*raw));
+	struct raw_slot **raw = realloc(w->raw, cap * sizeof(*raw));
 
 	if (!raw)
 		return -ENOMEM;
@@ -596,38 +605,52 @@ int agr__worker_raw_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	submit_early(w);
 	if (w->nraw == w->raw_cap && grow_raw(w))
 		return -ENOMEM;
-	slot = &w->raw[w->nraw];
-	slot->op = new_op(w, cb, arg);
-	if (!slot->op)
+	slot = calloc(1, sizeof(*slot));
+	if (!slot)
 		return -ENOMEM;
+	slot->op = new_op(w, cb, arg);
+	if (!slot->op) {
+		free(slot);
+		return -ENOMEM;
+	}
 	if (w->next.id)
 		*w->next.id = slot->op->id;
 	slot->fixed_file = w->next.flags & AGR_IO_FIXED_FILE;
-	memset(&slot->sqe, 0, sizeof(slot->sqe));
 	memset(&w->next, 0, sizeof(w->next));
-	w->nraw++;
+	w->raw[w->nraw++] = slot;
 	*sqe_out = &slot->sqe;
 	return 0;
 }
 
-/* Moves committed raw SQEs into the ring, as far as it has room. */
+/*
+ * Moves committed raw SQEs into the ring, as far as it has room. One
+ * that links to what follows (IOSQE_IO_LINK) is kept with the next
+ * operation: room for both first, and no early submit between them.
+ */
 static void move_raw(struct agr_worker *w)
 {
+	struct raw_slot *slot;
 	struct io_uring_sqe *sqe;
+	bool links;
 	unsigned i;
 
 	for (i = 0; i < w->nraw; i++) {
+		slot = w->raw[i];
+		links = slot->sqe.flags & IOSQE_IO_LINK;
+		if (links && !w->chain_left && !reserve_sqes(w, 2))
+			break;
 		sqe = get_sqe(w);
 		if (!sqe)
 			break; /* the rest on the next try */
-		memcpy(sqe, &w->raw[i].sqe, sizeof(*sqe));
-		if (w->raw[i].fixed_file)
+		memcpy(sqe, &slot->sqe, sizeof(*sqe));
+		if (slot->fixed_file)
 			sqe->flags |= IOSQE_FIXED_FILE;
-		io_uring_sqe_set_data(sqe, w->raw[i].op);
-	}
-	if (i == w->nraw) {
-		w->nraw = 0;
-		return;
+		io_uring_sqe_set_data(sqe, slot->op);
+		free(slot);
+		if (links && !w->chain_left) {
+			w->chain_left = 1; /* the next operation ends it */
+			w->chain_last = sqe;
+		}
 	}
 	memmove(w->raw, w->raw + i, (w->nraw - i) * sizeof(w->raw[0]));
 	w->nraw -= i;
@@ -647,7 +670,8 @@ static void drop_raw(struct agr_worker *w)
 	struct agr__op *op;
 
 	while (w->nraw) {
-		op = w->raw[--w->nraw].op;
+		op = w->raw[--w->nraw]->op;
+		free(w->raw[w->nraw]);
 		op_untrack(w, op);
 		if (op->cqe_cb)
 			op->cqe_cb(-ECANCELED, 0, op->arg);

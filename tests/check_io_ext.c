@@ -178,6 +178,147 @@ START_TEST(raw_sqe_is_never_submitted_unprepared)
 }
 END_TEST
 
+/* ---- raw SQEs: many open at once, and linked to the next call ---- */
+
+#define MANY_RAW 40
+
+struct many_raw {
+	struct tu_tally done;
+	int res[MANY_RAW];
+	int take_ret[MANY_RAW];
+	int good_fd;
+	int bad_res, fsync_res, timeout_ret, chain_ret;
+	char buf[16];
+};
+
+struct raw_slot_arg {
+	struct many_raw *m;
+	int res;
+};
+
+static void slot_done(int res, void *arg)
+{
+	struct raw_slot_arg *a = arg;
+
+	a->res = res;
+	tu_tally_add(&a->m->done);
+}
+
+static struct raw_slot_arg slot_args[MANY_RAW];
+
+/* Forty raw SQEs taken first, each prepared only after all are taken. */
+static void take_many_then_prepare(void *arg)
+{
+	struct many_raw *m = arg;
+	agr_worker *w = agr_worker_current();
+	struct io_uring_sqe *sqe[MANY_RAW];
+	int i;
+
+	for (i = 0; i < MANY_RAW; i++) {
+		slot_args[i].m = m;
+		slot_args[i].res = 1;
+		m->take_ret[i] = agr_io_sqe(w, slot_done, &slot_args[i],
+					    &sqe[i]);
+	}
+	for (i = 0; i < MANY_RAW; i++)
+		if (m->take_ret[i] == 0)
+			io_uring_prep_nop(sqe[i]);
+	TU_EXPECT(agr_io_sqe_commit(w) == 0);
+}
+
+START_TEST(many_raw_sqes_stay_valid_until_committed)
+{
+	struct many_raw m;
+	struct rig g;
+	int i;
+
+	memset(&m, 0, sizeof(m));
+	tu_tally_init(&m.done);
+	rig_up(&g, 0);
+	run_on(&g, take_many_then_prepare, &m);
+	ck_assert(tu_tally_wait(&m.done, MANY_RAW, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	for (i = 0; i < MANY_RAW; i++) {
+		ck_assert_int_eq(m.take_ret[i], 0);
+		ck_assert_int_eq(slot_args[i].res, 0);
+	}
+	tu_tally_destroy(&m.done);
+}
+END_TEST
+
+static void store_and_tally(int res, void *arg)
+{
+	struct many_raw *m = arg;
+
+	m->fsync_res = res;
+	tu_tally_add(&m->done);
+}
+
+static void store_bad(int res, void *arg)
+{
+	((struct many_raw *)arg)->bad_res = res;
+}
+
+static void ignore_res(int res, void *arg)
+{
+	(void)res;
+	(void)arg;
+}
+
+/*
+ * Three writes wait in the SQ (early submits would go at four), then a
+ * raw write to a closed fd linked (IOSQE_IO_LINK) to an fsync: the
+ * two go together, so the failing write cancels the fsync. And a
+ * linked timeout inside agr_io_chain() is refused.
+ */
+static void raw_link_then_fsync(void *arg)
+{
+	struct many_raw *m = arg;
+	agr_worker *w = agr_worker_current();
+	agr_io_params p = AGR_IO_PARAMS_INIT;
+	struct io_uring_sqe *sqe;
+	int i;
+
+	for (i = 0; i < 3; i++)
+		TU_EXPECT(agr_io_write(w, m->good_fd, m->buf, sizeof(m->buf),
+				       (uint64_t)i * sizeof(m->buf),
+				       ignore_res, NULL) == 0);
+	TU_EXPECT(agr_io_sqe(w, store_bad, m, &sqe) == 0);
+	io_uring_prep_write(sqe, 999, m->buf, sizeof(m->buf), 0);
+	sqe->flags |= IOSQE_IO_LINK;
+	TU_EXPECT(agr_io_sqe_commit(w) == 0);
+	TU_EXPECT(agr_io_fsync(w, m->good_fd, 0, store_and_tally, m) == 0);
+
+	m->chain_ret = agr_io_chain(w, 2);
+	p.timeout_ns = MS;
+	TU_EXPECT(agr_io_next(w, &p) == 0);
+	m->timeout_ret = agr_io_fsync(w, m->good_fd, 0, ignore_res, NULL);
+}
+
+START_TEST(raw_sqe_links_to_the_next_call)
+{
+	struct many_raw m;
+	struct rig g;
+
+	memset(&m, 0, sizeof(m));
+	m.bad_res = m.fsync_res = 1;
+	m.good_fd = temp_file();
+	tu_tally_init(&m.done);
+	rig_up(&g, 0);
+	run_on(&g, raw_link_then_fsync, &m);
+	ck_assert(tu_tally_wait(&m.done, 1, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(m.bad_res, -EBADF);
+	ck_assert_int_eq(m.fsync_res, -ECANCELED);
+	ck_assert_int_eq(m.chain_ret, 0);
+	ck_assert_int_eq(m.timeout_ret, -EINVAL);
+	close(m.good_fd);
+	tu_tally_destroy(&m.done);
+}
+END_TEST
+
 /* ---- chains under SQ pressure ---- */
 
 struct chain_run {
@@ -768,6 +909,8 @@ static Suite *suite(void)
 	tcase_set_timeout(c, 60);
 	tcase_add_test(c, raw_sqe_is_never_submitted_unprepared);
 	tcase_add_test(c, chain_is_not_split_by_a_full_sq);
+	tcase_add_test(c, many_raw_sqes_stay_valid_until_committed);
+	tcase_add_test(c, raw_sqe_links_to_the_next_call);
 	tcase_add_test(c, cancel_op_cancels_exactly_one);
 	tcase_add_test(c, linked_timeout_ends_the_operation);
 	tcase_add_test(c, multishot_recv_with_buffer_ring_is_intact);

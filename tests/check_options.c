@@ -243,8 +243,10 @@ START_TEST(sqpoll_refused_by_the_kernel_is_reported)
 	ck_assert_int_lt(ret, 0);
 	ck_assert_ptr_null(s);
 	ck_assert_int_gt(atomic_load(&errors), 0);
-	ck_assert_msg(logged("io_uring_setup failed"), "logged: %s",
-		      last_error);
+	ck_assert_int_eq(ret, -EINVAL);
+	ck_assert_msg(logged("io_uring_setup refused these settings with "
+			     "EINVAL") && logged("sqpoll_cpu 1023"),
+		      "logged: %s", last_error);
 	agr_set_log_hook(NULL, NULL);
 	agr_supplier_free(sup);
 }

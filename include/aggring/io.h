@@ -117,9 +117,9 @@ AGR_API int agr_io_next(agr_worker *w, const agr_io_params *p);
  * inside it. Make the `n` calls at once, from the same handler or
  * callback, with nothing else submitted between them (no sends to a
  * dispatcher either); a chain left short at the callback's end ends at
- * its last operation (logged). Returns 0, -EINVAL (not on `w`, n < 2),
- * -EALREADY (a chain is open), -EBUSY (n exceeds the SQ, or no room
- * while a raw SQE is open).
+ * its last operation (logged). A linked timeout (agr_io_next) cannot be
+ * part of a chain (-EINVAL). Returns 0, -EINVAL (not on `w`, n < 2),
+ * -EALREADY (a chain is open), -EBUSY (n exceeds the SQ).
  */
 AGR_API int agr_io_chain(agr_worker *w, unsigned n);
 
@@ -140,7 +140,10 @@ AGR_API int agr_io_cancel_op(agr_worker *w, agr_io_id id);
  * submits it before it is prepared, and a full SQ is flushed without
  * it. Its place in the ring is therefore after the operations of later
  * agr_io_* calls made before the commit: to link it (IOSQE_IO_LINK) to
- * another operation, commit it first.
+ * the next operation, set the flag, commit it, then make that call; the
+ * two go to the kernel together. Prepare each raw SQE before taking the
+ * next one is good practice, though each stays valid until it is
+ * committed.
  */
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe);

@@ -105,14 +105,19 @@ AGR_API void agr_supplier_options_init(agr_supplier_options *o);
 /*
  * agr_supplier_new() with settings. Each bad field is refused with
  * -EINVAL and a log line naming it: a size smaller than the first
- * version's or larger than this one's with non-zero bytes beyond,
- * entries that are not a power of two or too big, cq_entries below
- * sq_entries, an unknown ring flag, sqpoll_cpu without
- * AGR_RING_SQPOLL, a CPU out of range, spin or batch out of range, an
- * unknown wait mode, non-zero reserved words. Errors of the kernel
- * (say SQPOLL refused, -EPERM, or a CPU it refuses) come at the first
- * agr_supplier_get_or_init(), which returns them and logs why.
- * The options and worker_cpus are copied.
+ * version's, or larger than this one's with non-zero bytes beyond;
+ * entries that are not a power of two or too big; cq_entries below
+ * sq_entries; an unknown ring flag; sqpoll_cpu or sqpoll_idle_ms
+ * without AGR_RING_SQPOLL; nworker_cpus that does not match
+ * worker_cpus, or a CPU number out of range; spin or batch out of
+ * range; an unknown wait mode; non-zero reserved words. What only the
+ * kernel can judge comes at the first agr_supplier_get_or_init(), which
+ * returns its error and logs why: ring settings it refuses (say an
+ * SQPOLL CPU it does not have: -EINVAL, after the fallback ladder
+ * unless AGR_RING_NO_FALLBACK) or -EPERM. A worker CPU the thread may
+ * not run on is logged and the worker runs unpinned. The options and
+ * worker_cpus are copied; the supplier's own watchdog is started here
+ * (-EAGAIN if its thread cannot be).
  */
 AGR_API int agr_supplier_new_opts(const char *name,
 				  const agr_supplier_options *opts,
