@@ -441,11 +441,7 @@ int main(int argc, char **argv)
 	}
 	if (optind != argc)
 		opts_bad();
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	block_stop_signals(&set); /* main waits for them */
 	drain_init(&srv.drain);
 	start(&srv, (int)port, (int)workers);
 	sigwait(&set, &sig);

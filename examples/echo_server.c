@@ -264,12 +264,7 @@ int main(int argc, char **argv)
 
 	opts_init("echo_server", usage_text);
 	parse_options(argc, argv, &port, &workers);
-	/* Block the stop signals in every thread; main waits for them. */
-	signal(SIGPIPE, SIG_IGN);
-	sigemptyset(&set);
-	sigaddset(&set, SIGINT);
-	sigaddset(&set, SIGTERM);
-	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	block_stop_signals(&set); /* main waits for them */
 	drain_init(&srv.drain);
 	start(&srv, (int)port, (int)workers);
 	sigwait(&set, &sig);

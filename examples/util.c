@@ -2,6 +2,8 @@
 #include "util.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,4 +90,13 @@ uint64_t left_until(uint64_t deadline)
 	uint64_t now = now_ns();
 
 	return deadline > now ? deadline - now : 0;
+}
+
+void block_stop_signals(sigset_t *set)
+{
+	signal(SIGPIPE, SIG_IGN);
+	sigemptyset(set);
+	sigaddset(set, SIGINT);
+	sigaddset(set, SIGTERM);
+	pthread_sigmask(SIG_BLOCK, set, NULL);
 }

@@ -10,6 +10,7 @@
 #ifndef EXAMPLES_UTIL_H
 #define EXAMPLES_UTIL_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -37,5 +38,13 @@ void *xrealloc(void *p, size_t n);
 uint64_t now_ns(void);
 uint64_t deadline_after(double seconds);
 uint64_t left_until(uint64_t deadline); /* 0 once it has passed */
+
+/*
+ * A server's signals: SIGPIPE ignored (a peer that left shows as a
+ * send's EPIPE), and SIGINT and SIGTERM blocked in the calling thread,
+ * so in every thread it creates afterwards: main() takes them with
+ * sigwait(set).
+ */
+void block_stop_signals(sigset_t *set);
 
 #endif /* EXAMPLES_UTIL_H */
