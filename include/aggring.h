@@ -12,6 +12,7 @@
 #include <aggring/supplier.h>
 #include <aggring/group_key.h>
 #include <aggring/dispatcher.h>
+#include <aggring/dispatcher_stats.h>
 #include <aggring/composite.h>
 #include <aggring/runtime.h>
 #include <aggring/histogram.h>

@@ -5,6 +5,8 @@
  */
 #include "internal.h"
 
+#include <aggring/dispatcher.h> /* agr_dispatcher_scheduler */
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,6 +15,7 @@
 
 #include <check.h>
 
+#include <aggring/dispatcher.h> /* the stand-ins below */
 #include <aggring/metrics.h>
 
 #include "internal.h"

@@ -32,6 +32,7 @@
 #include <stdint.h>
 
 #include <aggring/common.h>
+#include <aggring/dispatcher_stats.h>
 #include <aggring/supplier.h>
 #include <aggring/worker.h>
 
@@ -69,7 +70,7 @@ typedef struct agr_message {
 	} internal_;
 } agr_message;
 
-typedef struct agr_dispatcher agr_dispatcher;
+/* agr_dispatcher: aggring/dispatcher_stats.h */
 
 /*
  * The handling of one message by the functions that match it. It lives
@@ -255,27 +256,7 @@ AGR_API agr_scheduler *agr_dispatcher_scheduler(const agr_dispatcher *d);
 AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
 				    const agr_message *msg);
 
-/*
- * Counters since creation. Exact once the dispatcher has stopped; while
- * it runs they may lag: admitted counts a message when its group's
- * worker takes it from the queue, so that sending stays cheap.
- */
-typedef struct agr_dispatcher_stats {
-	uint64_t admitted;  /* send returned 0 */
-	uint64_t refused;   /* a send returned -ESHUTDOWN or -EAGAIN for it */
-	uint64_t handled;   /* completed with status 0 by a function */
-	uint64_t failed;    /* completed with a function's error */
-	uint64_t skipped;   /* no function matched; completed with 0 */
-	uint64_t discarded; /* completed with AGR_DISCARDED */
-	/*
-	 * Messages the watchdog (agr_watchdog_start) found pending longer
-	 * than its threshold (a function returned AGR_PENDING and has not
-	 * called agr_exchange_done()); each is also logged, once, with
-	 * the dispatcher, group, worker, type and age. Not an outcome:
-	 * the message still completes once.
-	 */
-	uint64_t stuck;
-} agr_dispatcher_stats;
+/* agr_dispatcher_stats: aggring/dispatcher_stats.h */
 
 /*
  * Fills *out with the counters, summed over the groups. From any thread

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include <aggring/common.h>
-#include <aggring/dispatcher.h>
+#include <aggring/dispatcher_stats.h>
 #include <aggring/histogram.h>
 #include <aggring/scheduler.h> /* agr_worker_metrics */
 #include <aggring/watchdog.h>
