@@ -2,6 +2,7 @@
 #include "ledger_accounts.h"
 
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,7 @@ struct table {
 
 struct accounts {
 	int ngroups;
+	atomic_ullong count; /* over every table: read by INFO, DBSIZE */
 	struct table tables[]; /* [ngroups] */
 };
 
@@ -69,7 +71,8 @@ static struct account *table_find(const struct table *t, const char *key)
 }
 
 /* The account, created with balance 0 if it has none yet. */
-static struct account *table_get(struct table *t, const char *key)
+static struct account *table_get(struct accounts *as, struct table *t,
+				 const char *key)
 {
 	uint64_t h = key_hash(key);
 	struct account **slot, *a;
@@ -86,7 +89,39 @@ static struct account *table_get(struct table *t, const char *key)
 	memcpy(a->key, key, len + 1);
 	*slot = a;
 	t->count++;
+	atomic_fetch_add_explicit(&as->count, 1, memory_order_relaxed);
 	return a;
+}
+
+/*
+ * Removes `key` if it is there (backward-shift deletion: the accounts
+ * after it in its probe run move up, so no tombstone is needed).
+ */
+static void table_remove(struct accounts *as, struct table *t,
+			 const char *key)
+{
+	struct account **hole;
+	size_t i, j, home;
+
+	if (!t->slots)
+		return;
+	hole = table_slot(t->slots, t->mask, key, key_hash(key));
+	if (!*hole)
+		return;
+	free(*hole);
+	*hole = NULL;
+	t->count--;
+	atomic_fetch_sub_explicit(&as->count, 1, memory_order_relaxed);
+	i = (size_t)(hole - t->slots);
+	for (j = (i + 1) & t->mask; t->slots[j]; j = (j + 1) & t->mask) {
+		home = (size_t)t->slots[j]->hash & t->mask;
+		/* Stays unless the hole lies between its home and it. */
+		if (((j - home) & t->mask) < ((j - i) & t->mask))
+			continue;
+		t->slots[i] = t->slots[j];
+		t->slots[j] = NULL;
+		i = j;
+	}
 }
 
 static void table_free(struct table *t)
@@ -118,12 +153,23 @@ void accounts_free(struct accounts *a)
 	free(a);
 }
 
-bool accounts_add(struct accounts *a, const char *key, long long delta)
+bool accounts_apply(struct accounts *a, const struct record *rec)
 {
-	struct account *acct =
-		table_get(&a->tables[agr_group_key(key, a->ngroups)], key);
+	struct table *t = &a->tables[agr_group_key(rec->key, a->ngroups)];
+	struct account *acct;
 
-	return !__builtin_add_overflow(acct->balance, delta, &acct->balance);
+	if (rec->kind == RECORD_CLOSE) {
+		table_remove(a, t, rec->key);
+		return true;
+	}
+	acct = table_get(a, t, rec->key);
+	return !__builtin_add_overflow(acct->balance, rec->delta,
+				       &acct->balance);
+}
+
+uint64_t accounts_count(const struct accounts *a)
+{
+	return atomic_load_explicit(&a->count, memory_order_relaxed);
 }
 
 void accounts_each(const struct accounts *a,
@@ -144,30 +190,51 @@ void accounts_each(const struct accounts *a,
 
 /* ---- messages ---- */
 
-static const char *const op_type[] = { "Get", "Deposit", "Withdraw" };
+static const char *const op_type[] = { "Get",	   "Exists", "Deposit",
+				       "Withdraw", "Set",    "Close" };
+
+static void msg_init_key(struct account_msg *m, const char *key, size_t len,
+			 void *user)
+{
+	memcpy(m->key, key, len);
+	m->key[len] = '\0';
+	m->msg.aggregate_id = m->key;
+	m->msg.user = user;
+	m->journal_failed = false;
+}
 
 void account_msg_init(struct account_msg *m, enum account_op op,
 		      const char *key, size_t len, long long amount,
 		      void *user)
 {
-	memcpy(m->key, key, len);
-	m->key[len] = '\0';
-	m->op = op;
-	m->amount = amount;
-	m->msg.aggregate_id = m->key;
+	msg_init_key(m, key, len, user);
+	m->one = (struct account_step){ .op = op, .amount = amount };
+	m->steps = &m->one;
+	m->nsteps = 1;
 	m->msg.type = op_type[op];
-	m->msg.user = user;
+}
+
+void account_msg_init_steps(struct account_msg *m, const char *key,
+			    size_t len, struct account_step *steps,
+			    unsigned n, void *user)
+{
+	msg_init_key(m, key, len, user);
+	m->steps = steps;
+	m->nsteps = n;
+	m->msg.type = "Transaction";
 }
 
 /* ---- the bank ---- */
 
 /*
- * A worker's share; touched only by its thread until it has ended.
- * Cache-line aligned: neighbours are written by other workers.
+ * A worker's share; touched only by its thread until it has ended
+ * (the counters are read by INFO on other threads: relaxed atomics,
+ * written only by this one). Cache-line aligned: neighbours are
+ * written by other workers.
  */
 struct bank_worker {
 	_Alignas(64) struct journal journal;
-	uint64_t overdrafts;
+	atomic_ullong overdrafts, changes;
 };
 
 struct bank {
@@ -176,6 +243,26 @@ struct bank {
 	unsigned nworkers;
 };
 
+/* A plain increment that another thread may read: one writer only. */
+static void count_one(atomic_ullong *c)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/* Makes the account what the steps left; only once durable. */
+static void apply_after(struct account_msg *m)
+{
+	struct accounts *as = m->bank->accounts;
+	struct table *t = &as->tables[m->group];
+
+	if (m->after_exists)
+		table_get(as, t, m->key)->balance = m->after_balance;
+	else
+		table_remove(as, t, m->key);
+}
+
 static void entry_durable(struct commit_wait *w, int status)
 {
 	struct account_msg *m = container_of(w, struct account_msg, wait);
@@ -183,38 +270,84 @@ static void entry_durable(struct commit_wait *w, int status)
 
 	if (status == 0) {
 		/* Applied only now: nothing unjournaled is ever visible. */
-		table_get(&m->bank->accounts->tables[m->group], m->key)
-			->balance = m->balance;
-		m->result = ACCOUNT_CHANGED;
+		apply_after(m);
+		count_one(&m->bank->workers[agr_worker_index(
+					 agr_exchange_worker(ex))].changes);
 	} else {
-		m->result = ACCOUNT_JOURNAL_FAILED;
+		m->journal_failed = true;
 	}
 	agr_exchange_done(ex, status);
 }
 
-/* The balance after the event, or false with the refusal as result. */
-static bool next_balance(struct account_msg *m, long long balance,
-			 struct bank_worker *bw)
+/* A deposit or a withdrawal on the state *exists, *balance. */
+static void step_move(struct account_step *st, bool *exists,
+		      long long *balance, struct bank_worker *bw)
 {
-	if (m->op == OP_WITHDRAW) {
-		if (m->amount > balance) {
-			bw->overdrafts++;
-			m->result = ACCOUNT_OVERDRAFT;
-			return false;
-		}
-		m->balance = balance - m->amount;
-	} else {
-		if (balance > 0 && m->amount > LLONG_MAX - balance) {
-			m->result = ACCOUNT_OVERFLOW;
-			return false;
-		}
-		m->balance = balance + m->amount;
+	if (st->op == OP_WITHDRAW && st->amount > *balance) {
+		count_one(&bw->overdrafts);
+		st->result = ACCOUNT_OVERDRAFT;
+		return;
 	}
-	return true;
+	if (st->op == OP_DEPOSIT && *balance > LLONG_MAX - st->amount) {
+		st->result = ACCOUNT_OVERFLOW;
+		return;
+	}
+	*balance += st->op == OP_DEPOSIT ? st->amount : -st->amount;
+	*exists = true;
+	st->result = ACCOUNT_CHANGED;
+	st->balance = *balance;
 }
 
-/* Deposit and Withdraw: journal the event, complete once it is durable. */
-static int post_entry(agr_exchange *ex, void *arg)
+/* Runs one step on the state the earlier steps left. */
+static void step_run(struct account_step *st, bool *exists,
+		     long long *balance, struct bank_worker *bw)
+{
+	switch (st->op) {
+	case OP_GET:
+	case OP_EXISTS:
+		st->result = *exists ? ACCOUNT_FOUND : ACCOUNT_MISSING;
+		st->balance = *balance;
+		break;
+	case OP_DEPOSIT:
+	case OP_WITHDRAW:
+		step_move(st, exists, balance, bw);
+		break;
+	case OP_SET:
+		*exists = true;
+		*balance = st->amount;
+		st->result = ACCOUNT_SET;
+		st->balance = *balance;
+		break;
+	case OP_CLOSE:
+		st->result = *exists ? ACCOUNT_CLOSED : ACCOUNT_MISSING;
+		*exists = false;
+		*balance = 0;
+		break;
+	}
+}
+
+/*
+ * The record of the steps' net effect into rec[RECORD_MAX]: its
+ * length, or 0 when they changed nothing.
+ */
+static size_t net_record(const struct account_msg *m, const struct account *a,
+			 char *rec)
+{
+	long long before = a ? a->balance : 0;
+
+	if (!m->after_exists)
+		return a ? record_encode_close(rec, m->key) : 0;
+	if (a && m->after_balance == before)
+		return 0;
+	return record_encode(rec, m->key, m->after_balance - before);
+}
+
+/*
+ * Every message: run its steps on the account as it is, journal their
+ * net effect as one record, complete once it is durable (at once when
+ * nothing changed).
+ */
+static int run_steps(agr_exchange *ex, void *arg)
 {
 	struct bank *b = arg;
 	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
@@ -223,48 +356,35 @@ static int post_entry(agr_exchange *ex, void *arg)
 	const struct account *a;
 	char rec[RECORD_MAX];
 	size_t len;
+	unsigned i;
 	int ret;
 
 	m->bank = b;
 	m->group = agr_exchange_group(ex);
 	a = table_find(&b->accounts->tables[m->group], m->key);
-	if (!next_balance(m, a ? a->balance : 0, bw))
+	m->after_exists = a != NULL;
+	m->after_balance = a ? a->balance : 0;
+	for (i = 0; i < m->nsteps; i++)
+		step_run(&m->steps[i], &m->after_exists, &m->after_balance,
+			 bw);
+	len = net_record(m, a, rec);
+	if (len == 0)
 		return 0;
-	len = record_encode(rec, m->key,
-			    m->op == OP_DEPOSIT ? m->amount : -m->amount);
 	m->ex = ex;
 	m->wait.durable = entry_durable;
 	ret = journal_append(&bw->journal, rec, len, &m->wait);
 	if (ret < 0) {
-		m->result = ACCOUNT_JOURNAL_FAILED;
+		m->journal_failed = true;
 		return ret;
 	}
 	return AGR_PENDING;
 }
 
-/* Get: serial with the account's events, so it sees every ack'd one. */
-static int get_balance(agr_exchange *ex, void *arg)
-{
-	struct bank *b = arg;
-	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
-	const struct account *a =
-		table_find(&b->accounts->tables[agr_exchange_group(ex)],
-			   m->key);
-
-	if (!a) {
-		m->result = ACCOUNT_MISSING;
-		return 0;
-	}
-	m->balance = a->balance;
-	m->result = ACCOUNT_FOUND;
-	return 0;
-}
-
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 {
 	struct bank *b = xcalloc(1, sizeof(*b));
-	size_t size;
-	int ret;
+	size_t size, i;
+	int ret = 0;
 
 	b->accounts = accounts;
 	b->nworkers = (unsigned)agr_scheduler_parallelism(
@@ -274,9 +394,12 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 	if (!b->workers)
 		die("out of memory");
 	memset(b->workers, 0, size);
-	if ((ret = agr_dispatcher_register(disp, "Get", get_balance, b)) ||
-	    (ret = agr_dispatcher_register(disp, "Deposit", post_entry, b)) ||
-	    (ret = agr_dispatcher_register(disp, "Withdraw", post_entry, b)))
+	for (i = 0; i < sizeof(op_type) / sizeof(op_type[0]) && !ret; i++)
+		ret = agr_dispatcher_register(disp, op_type[i], run_steps, b);
+	if (!ret)
+		ret = agr_dispatcher_register(disp, "Transaction", run_steps,
+					      b);
+	if (ret)
 		die("agr_dispatcher_register: %s", agr_strerror(ret));
 	return b;
 }
@@ -292,8 +415,25 @@ uint64_t bank_overdrafts(const struct bank *b)
 	unsigned i;
 
 	for (i = 0; i < b->nworkers; i++)
-		n += b->workers[i].overdrafts;
+		n += atomic_load_explicit(&b->workers[i].overdrafts,
+					  memory_order_relaxed);
 	return n;
+}
+
+uint64_t bank_changes(const struct bank *b)
+{
+	uint64_t n = 0;
+	unsigned i;
+
+	for (i = 0; i < b->nworkers; i++)
+		n += atomic_load_explicit(&b->workers[i].changes,
+					  memory_order_relaxed);
+	return n;
+}
+
+uint64_t bank_accounts(const struct bank *b)
+{
+	return accounts_count(b->accounts);
 }
 
 void bank_free(struct bank *b)

@@ -30,10 +30,13 @@ struct accounts *accounts_new(int ngroups);
 void accounts_free(struct accounts *a);
 
 /*
- * Replay: adds delta to the balance of `key` in its group's table
- * (agr_group_key), creating the account; false if it would overflow.
+ * Replay: applies a journal record to the account in its group's table
+ * (agr_group_key); false if the balance would overflow.
  */
-bool accounts_add(struct accounts *a, const char *key, long long delta);
+bool accounts_apply(struct accounts *a, const struct record *rec);
+
+/* The number of accounts; any thread (a relaxed count). */
+uint64_t accounts_count(const struct accounts *a);
 
 /* Calls fn for every account, group by group. */
 void accounts_each(const struct accounts *a,
@@ -42,31 +45,51 @@ void accounts_each(const struct accounts *a,
 
 /* ---- messages ---- */
 
-enum account_op { OP_GET, OP_DEPOSIT, OP_WITHDRAW };
+enum account_op {
+	OP_GET,	     /* GET: the balance, or nil */
+	OP_EXISTS,   /* EXISTS: whether the account is open */
+	OP_DEPOSIT,  /* INCRBY, INCR */
+	OP_WITHDRAW, /* DECRBY, DECR: never below zero */
+	OP_SET,	     /* SET: the balance becomes amount (>= 0) */
+	OP_CLOSE,    /* DEL: the account is closed */
+};
 
-/* What became of a message; set by the bank before it completes. */
+/* What became of one step; set by the bank before it completes. */
 enum account_result {
-	ACCOUNT_NONE,	       /* not handled (discarded, or an error) */
-	ACCOUNT_CHANGED,       /* a deposit or withdrawal: now `balance` */
-	ACCOUNT_FOUND,	       /* a Get: the account holds `balance` */
-	ACCOUNT_MISSING,       /* a Get: the account never had an event */
-	ACCOUNT_OVERDRAFT,     /* a withdrawal larger than the balance */
-	ACCOUNT_OVERFLOW,      /* the balance would overflow */
-	ACCOUNT_JOURNAL_FAILED /* the event could not be made durable */
+	ACCOUNT_NONE,	   /* not run (discarded, or the journal failed) */
+	ACCOUNT_CHANGED,   /* a deposit or withdrawal: now `balance` */
+	ACCOUNT_SET,	   /* a SET */
+	ACCOUNT_FOUND,	   /* a GET, EXISTS: the account holds `balance` */
+	ACCOUNT_MISSING,   /* GET, EXISTS, DEL: no such account */
+	ACCOUNT_CLOSED,	   /* a DEL: the account was open, now is not */
+	ACCOUNT_OVERDRAFT, /* a withdrawal larger than the balance */
+	ACCOUNT_OVERFLOW,  /* the balance would overflow */
+};
+
+/* One command on an account: a message holds one, or a transaction's. */
+struct account_step {
+	enum account_op op;
+	enum account_result result;
+	long long amount; /* > 0; SET: >= 0 */
+	long long balance;
 };
 
 /*
- * A message to an account. The sender fills it with account_msg_init()
- * and keeps it alive until the dispatcher's completion; then it reads
- * `result` and `balance`. The other fields are the bank's while the
- * message runs.
+ * A message to an account: steps[0, nsteps) run in order, as one
+ * atomic change journaled as one record (ledger_record.h). The sender
+ * fills it with account_msg_init() or account_msg_init_steps() and
+ * keeps it alive until the dispatcher's completion; then it reads the
+ * steps' results, and `journal_failed` (nothing was applied). The other
+ * fields are the bank's while the message runs.
  */
 struct account_msg {
 	agr_message msg; /* aggregate_id: key; type: op's; user: sender's */
-	enum account_op op;
-	enum account_result result;
-	long long amount;
-	long long balance;
+	struct account_step *steps;
+	unsigned nsteps;
+	bool journal_failed;
+	struct account_step one; /* steps for a single command */
+	bool after_exists;	 /* the account after the steps */
+	long long after_balance;
 	struct bank *bank;
 	agr_exchange *ex;
 	int group;
@@ -74,10 +97,15 @@ struct account_msg {
 	char key[KEY_MAX + 1];
 };
 
-/* key[0, len) a valid account name (key_valid), amount > 0. */
+/* key[0, len) a valid account name (key_valid). */
 void account_msg_init(struct account_msg *m, enum account_op op,
 		      const char *key, size_t len, long long amount,
 		      void *user);
+
+/* A transaction: steps[0, n) (the caller's, alive as long as m). */
+void account_msg_init_steps(struct account_msg *m, const char *key,
+			    size_t len, struct account_step *steps,
+			    unsigned n, void *user);
 
 static inline struct account_msg *account_msg_of(agr_message *msg)
 {
@@ -91,8 +119,7 @@ static inline struct account_msg *account_msg_of(agr_message *msg)
 struct bank;
 
 /*
- * Registers the handlers of Get, Deposit and Withdraw on `disp` (not
- * started yet) over `accounts` (one table per group of disp; the bank
+ * Registers the account handler on `disp` (not started yet) over `accounts` (one table per group of disp; the bank
  * takes them). The journals are opened with bank_journal() before the
  * dispatcher starts. Returns the bank; a failure ends the program.
  */
@@ -103,6 +130,12 @@ struct journal *bank_journal(struct bank *b, unsigned w);
 
 /* Withdrawals refused for want of funds, over all workers. */
 uint64_t bank_overdrafts(const struct bank *b);
+
+/* Changes made durable, over all workers; any thread (relaxed). */
+uint64_t bank_changes(const struct bank *b);
+
+/* The number of open accounts; any thread (relaxed). */
+uint64_t bank_accounts(const struct bank *b);
 
 /* Closes the journals, frees the accounts; the workers have ended. */
 void bank_free(struct bank *b);

@@ -44,13 +44,22 @@ bool key_valid(const char *p, size_t len)
 	return true;
 }
 
-size_t record_encode(char *dst, const char *key, long long delta)
+/* Appends " CRC\n" to the n bytes of dst[RECORD_MAX]; the length. */
+static size_t seal(char *dst, int n)
 {
-	int n = snprintf(dst, RECORD_MAX, "%s %+lld", key, delta);
-
 	n += snprintf(dst + n, RECORD_MAX - (size_t)n, " %08" PRIx32 "\n",
 		      crc32_of(dst, (size_t)n));
 	return (size_t)n;
+}
+
+size_t record_encode(char *dst, const char *key, long long delta)
+{
+	return seal(dst, snprintf(dst, RECORD_MAX, "%s %+lld", key, delta));
+}
+
+size_t record_encode_close(char *dst, const char *key)
+{
+	return seal(dst, snprintf(dst, RECORD_MAX, "%s close", key));
 }
 
 /* The 8 hex digits of [p, p + 8), or false if they are not. */
@@ -70,15 +79,32 @@ static bool parse_crc(const char *p, uint32_t *crc)
 	return true;
 }
 
-bool record_parse(const char *line, size_t len, char *key,
-		  long long *delta)
+/* The CHANGE of a record, [p, end): "+N", "-N" or "close". */
+static bool parse_change(const char *p, const char *end, struct record *rec)
+{
+	long long amount;
+
+	if ((size_t)(end - p) == 5 && memcmp(p, "close", 5) == 0) {
+		rec->kind = RECORD_CLOSE;
+		rec->delta = 0;
+		return true;
+	}
+	if (end - p < 2 || (p[0] != '+' && p[0] != '-') ||
+	    !resp_parse_ll(p + 1, (size_t)(end - p - 1), &amount) ||
+	    amount < 0 || (amount == 0 && p[0] == '-'))
+		return false;
+	rec->kind = RECORD_DELTA;
+	rec->delta = p[0] == '+' ? amount : -amount;
+	return true;
+}
+
+bool record_parse(const char *line, size_t len, struct record *rec)
 {
 	size_t body = len - 10, klen;
 	const char *sp;
 	uint32_t crc;
-	long long amount;
 
-	if (len < 14 || len > RECORD_MAX || line[len - 1] != '\n' ||
+	if (len < 13 || len > RECORD_MAX || line[len - 1] != '\n' ||
 	    line[body] != ' ')
 		return false;
 	if (!parse_crc(line + body + 1, &crc) || crc != crc32_of(line, body))
@@ -87,13 +113,9 @@ bool record_parse(const char *line, size_t len, char *key,
 	if (!sp)
 		return false;
 	klen = (size_t)(sp - line);
-	if (!key_valid(line, klen) || sp + 2 >= line + body ||
-	    (sp[1] != '+' && sp[1] != '-') ||
-	    !resp_parse_ll(sp + 2, (size_t)(line + body - sp - 2), &amount) ||
-	    amount <= 0)
+	if (!key_valid(line, klen) || !parse_change(sp + 1, line + body, rec))
 		return false;
-	memcpy(key, line, klen);
-	key[klen] = '\0';
-	*delta = sp[1] == '+' ? amount : -amount;
+	memcpy(rec->key, line, klen);
+	rec->key[klen] = '\0';
 	return true;
 }

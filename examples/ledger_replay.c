@@ -19,17 +19,17 @@ static uint64_t replay_file(struct accounts *accounts,
 			    struct replay_result *r, FILE *f,
 			    const char *name)
 {
-	char *line = NULL, key[KEY_MAX + 1];
+	char *line = NULL;
+	struct record rec;
 	size_t cap = 0;
 	ssize_t n;
 	uint64_t valid = 0;
-	long long delta;
 
 	while ((n = getline(&line, &cap, f)) > 0) {
-		if (!record_parse(line, (size_t)n, key, &delta))
+		if (!record_parse(line, (size_t)n, &rec))
 			break;
-		if (!accounts_add(accounts, key, delta))
-			die("%s: the balance of %s overflows", name, key);
+		if (!accounts_apply(accounts, &rec))
+			die("%s: the balance of %s overflows", name, rec.key);
 		valid += (uint64_t)n;
 		r->events++;
 	}

@@ -1,0 +1,193 @@
+# SPDX-License-Identifier: MIT
+"""ledger_server driven by redis-py (Debian's python3-redis), and by raw
+sockets where the exact bytes matter: the connect options, pipelines,
+the limits and their Redis error texts.
+
+    python3 tests/ledger_clients.py PORT PASSWORD MAX_BULK QUERY_LIMIT
+    python3 tests/ledger_clients.py --maxclients PORT N
+
+Exit 0 pass, 1 fail, 77 skip (no redis module; --maxclients needs
+none)."""
+import socket
+import sys
+import time
+
+DEADLINE = 20.0  # seconds for any one reply or close
+
+
+def check(what, got, want):
+    if got != want:
+        print("FAIL: %s: got %r, want %r" % (what, got, want))
+        sys.exit(1)
+    print("ok: %s" % what)
+
+
+def raises(what, exc, fn, text=None):
+    try:
+        fn()
+    except exc as e:
+        if text is not None and text not in str(e):
+            print("FAIL: %s: %r does not say %r" % (what, e, text))
+            sys.exit(1)
+        print("ok: %s raises %s" % (what, type(e).__name__))
+        return
+    print("FAIL: %s: no %s" % (what, exc))
+    sys.exit(1)
+
+
+def client(**kw):
+    kw.setdefault("password", PASSWORD)
+    return redis.Redis(port=PORT, socket_timeout=DEADLINE, **kw)
+
+
+def raw_exchange(data, port=None):
+    """Sends data, then reads until the server closes (with a deadline):
+    what it answered."""
+    s = socket.create_connection(("127.0.0.1", port or PORT),
+                                 timeout=DEADLINE)
+    try:
+        s.sendall(data)
+    except OSError:
+        pass  # closed early: what it said is still to be read
+    got = b""
+    end = time.monotonic() + DEADLINE
+    while time.monotonic() < end:
+        try:
+            part = s.recv(65536)
+        except ConnectionResetError:
+            break
+        if not part:
+            break
+        got += part
+    s.close()
+    return got
+
+
+def connect_options():
+    r = client(db=0, client_name="tester")
+    check("PING with db, password, client_name", r.ping(), True)
+    check("CLIENT GETNAME", r.client_getname(), "tester")
+    check("CLIENT ID is an integer", isinstance(r.client_id(), int), True)
+    check("CLIENT LIST names us",
+          "name=tester" in r.execute_command("CLIENT", "LIST").decode(),
+          True)
+    check("CLIENT SETINFO", r.execute_command("CLIENT", "SETINFO",
+                                              "LIB-NAME", "redis-py"), b"OK")
+    raises("db=1", redis.ResponseError, lambda: client(db=1).ping(),
+           "DB index is out of range")
+    # redis-py's class for these depends on its version; the text is
+    # Redis's.
+    raises("a wrong password", (redis.AuthenticationError,
+                                redis.ResponseError),
+           lambda: client(password="wrong").ping(),
+           "invalid username-password pair or user is disabled.")
+    raises("no password", (redis.AuthenticationError, redis.ResponseError),
+           lambda: client(password=None).ping(), "Authentication required")
+    check("COMMAND COUNT", r.command_count() > 10, True)
+    info = r.info()
+    check("INFO connected_clients", info["connected_clients"] >= 1, True)
+    check("INFO aof_enabled", info["aof_enabled"], 1)
+    hello = r.execute_command("HELLO", "2")
+    check("HELLO 2 proto", hello[hello.index(b"proto") + 1], 2)
+    raises("HELLO 3", redis.ResponseError,
+           lambda: r.execute_command("HELLO", "3"),
+           "unsupported protocol version")
+    return r
+
+
+def data_commands(r):
+    check("SET", r.set("py:a", 10), True)
+    check("GET", r.get("py:a"), b"10")
+    check("INCRBY", r.incrby("py:a", 5), 15)
+    check("EXISTS", r.exists("py:a", "py:none", "py:a"), 2)
+    check("MGET", r.mget("py:a", "py:none"), [b"15", None])
+    n = r.dbsize()
+    check("DEL", r.delete("py:a", "py:none"), 1)
+    check("DEL closed it", (r.get("py:a"), r.exists("py:a")), (None, 0))
+    check("DBSIZE", r.dbsize(), n - 1)
+    raises("SET a word", redis.ResponseError, lambda: r.set("py:b", "x"),
+           "not an integer")
+    big = "e" * (MAX_BULK - 100)
+    check("ECHO near the bulk limit", r.echo(big), big.encode())
+
+
+def pipelines(r):
+    p = r.pipeline(transaction=False)
+    for i in range(100):
+        p.incrby("py:pipe", i + 1)
+    got = p.execute()
+    check("a pipeline without a transaction", got[-1], 5050)
+
+
+def authed_exchange(data):
+    """raw_exchange() after an AUTH, whose +OK is checked and dropped."""
+    got = raw_exchange(b"AUTH %s\r\n" % PASSWORD.encode() + data)
+    if not got.startswith(b"+OK\r\n"):
+        print("FAIL: AUTH: got %r" % got)
+        sys.exit(1)
+    return got[5:]
+
+
+def limits():
+    over = b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % (MAX_BULK + 1)
+    check("a bulk over --proto-max-bulk-len",
+          authed_exchange(b"PING\r\n" + over),
+          b"+PONG\r\n-ERR Protocol error: invalid bulk length\r\n")
+    check("a protocol error closes the connection",
+          authed_exchange(b"*1\r\n$x\r\nPING\r\n*1\r\n$4\r\nPING\r\n"),
+          b"-ERR Protocol error: invalid bulk length\r\n")
+    check("expected '$'", authed_exchange(b"*1\r\n:4\r\nPING\r\n"),
+          b"-ERR Protocol error: expected '$', got ':'\r\n")
+    # An incomplete request past the query buffer limit: Redis closes
+    # the connection without a word.
+    words = QUERY_LIMIT // 16 + 100
+    req = b"*%d\r\n" % (words + 10) + b"$10\r\n0123456789\r\n" * words
+    check("a request over --client-query-buffer-limit", authed_exchange(req),
+          b"")
+
+
+def read_line(s):
+    got = b""
+    while not got.endswith(b"\r\n"):
+        part = s.recv(1)
+        if not part:
+            break
+        got += part
+    return got
+
+
+def maxclients(port, n):
+    """n connections held open (each answered a PING), then one more."""
+    held = []
+    for _ in range(n):
+        s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+        s.sendall(b"PING\r\n")
+        check("connection %d of %d" % (len(held) + 1, n), read_line(s),
+              b"+PONG\r\n")
+        held.append(s)
+    check("connection %d" % (n + 1), raw_exchange(b"PING\r\n", port),
+          b"-ERR max number of clients reached\r\n")
+    for s in held:
+        s.close()
+
+
+def main():
+    r = connect_options()
+    data_commands(r)
+    pipelines(r)
+    limits()
+    print("PASS")
+
+
+if len(sys.argv) == 4 and sys.argv[1] == "--maxclients":
+    maxclients(int(sys.argv[2]), int(sys.argv[3]))
+    print("PASS")
+    sys.exit(0)
+try:
+    import redis
+except ImportError:
+    print("SKIP: python3-redis is not installed")
+    sys.exit(77)
+PORT, PASSWORD = int(sys.argv[1]), sys.argv[2]
+MAX_BULK, QUERY_LIMIT = int(sys.argv[3]), int(sys.argv[4])
+main()
