@@ -7,10 +7,12 @@
 #include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ledger_command_ctx.h"
 #include "ledger_record.h"
+#include "util.h"
 
 struct command {
 	const char *name;
@@ -189,6 +191,127 @@ static void run_quit(const struct command_ctx *x)
 	x->out->kind = COMMAND_QUIT; /* close after the replies queued */
 }
 
+/* ---- transactions ---- */
+
+static void txn_reset(struct session *s)
+{
+	free(s->queued);
+	s->queued = NULL;
+	s->nqueued = 0;
+	s->multi = s->multi_dirty = s->multi_cross = false;
+}
+
+static void run_multi(const struct command_ctx *x)
+{
+	x->out->kind = COMMAND_REPLY;
+	if (x->s->multi) {
+		reply_error(x->out->reply, "ERR MULTI calls can not be nested");
+		return;
+	}
+	x->s->multi = true;
+	reply_simple(x->out->reply, "OK");
+}
+
+static void run_discard(const struct command_ctx *x)
+{
+	x->out->kind = COMMAND_REPLY;
+	if (!x->s->multi) {
+		reply_error(x->out->reply, "ERR DISCARD without MULTI");
+		return;
+	}
+	txn_reset(x->s);
+	reply_simple(x->out->reply, "OK");
+}
+
+/*
+ * EXEC: the queued commands go to their account as one message, whose
+ * net effect is one journal record: all or nothing. Refused whole when
+ * a command was refused while queued, or they touch several accounts
+ * (Redis Cluster refuses a cross-slot transaction the same way).
+ */
+static void run_exec(const struct command_ctx *x)
+{
+	struct session *s = x->s;
+
+	x->out->kind = COMMAND_REPLY;
+	if (!s->multi) {
+		reply_error(x->out->reply, "ERR EXEC without MULTI");
+	} else if (s->multi_dirty) {
+		reply_error(x->out->reply, "EXECABORT Transaction discarded "
+			    "because of previous errors.");
+	} else if (s->multi_cross) {
+		reply_error(x->out->reply, "CROSSSLOT Keys in request don't "
+			    "hash to the same slot: a transaction may touch "
+			    "one account only; nothing was applied");
+	} else if (s->nqueued == 0) {
+		reply_array(x->out->reply, 0);
+	} else {
+		x->out->kind = COMMAND_TXN;
+		x->out->steps = s->queued;
+		x->out->nsteps = s->nqueued;
+		x->out->key.p = s->multi_key;
+		x->out->key.len = strlen(s->multi_key);
+		s->queued = NULL; /* the caller's now */
+		s->nqueued = 0;
+	}
+	if (x->out->kind == COMMAND_REPLY)
+		txn_reset(s);
+	else
+		s->multi = s->multi_dirty = s->multi_cross = false;
+}
+
+/* Whether a command may be queued: one account's, one key. */
+static bool txn_allowed(void (*run)(const struct command_ctx *x))
+{
+	return run == run_get || run == run_exists || run == run_deposit ||
+	       run == run_withdraw || run == run_set || run == run_del;
+}
+
+/* A command's outcome while MULTI is on: queued, or refused. */
+static void txn_queue(const struct command_ctx *x)
+{
+	struct session *s = x->s;
+	const struct resp_arg *k = &x->cmd->argv[1];
+	struct command_outcome *o = x->out;
+
+	if (o->kind == COMMAND_KEYS && x->cmd->argc != 2) {
+		o->reply->len = 0;
+		reply_error(o->reply, "ERR only one key per command in a "
+			    "transaction");
+	} else if (o->kind == COMMAND_KEYS && !key_valid(k->p, k->len)) {
+		o->reply->len = 0;
+		reply_error(o->reply, "ERR invalid account name: 1 to 128 "
+			    "printable characters, no spaces");
+	} else if (o->kind != COMMAND_REPLY && s->nqueued >= TXN_MAX) {
+		o->reply->len = 0;
+		reply_error(o->reply, "ERR transaction too long");
+	}
+	if (o->kind == COMMAND_REPLY || o->reply->len) {
+		o->kind = COMMAND_REPLY;
+		s->multi_dirty = true; /* an error: EXEC will abort */
+		return;
+	}
+	if (s->nqueued == 0) {
+		memcpy(s->multi_key, k->p, k->len);
+		s->multi_key[k->len] = '\0';
+	} else if (strlen(s->multi_key) != k->len ||
+		   memcmp(s->multi_key, k->p, k->len) != 0) {
+		s->multi_cross = true;
+	}
+	s->queued = xrealloc(s->queued, (s->nqueued + 1) * sizeof(*s->queued));
+	s->queued[s->nqueued++] = (struct account_step){
+		.op = o->op,
+		.amount = o->kind == COMMAND_ACCOUNT ? o->amount : 0,
+	};
+	o->kind = COMMAND_REPLY;
+	reply_simple(o->reply, "QUEUED");
+}
+
+void session_free(struct session *s)
+{
+	txn_reset(s);
+}
+
 /* ---- the table ---- */
 
 #define RW "write denyoom"
@@ -209,6 +332,9 @@ static const struct command command_table[] = {
 	  "Gets the values of configuration parameters.", run_config },
 	{ "dbsize", 1, false, 0, 0, 0, "readonly fast", "@keyspace @read @fast",
 	  "server", "1.0.0", "Returns the number of accounts.", run_dbsize },
+	{ "discard", 1, false, 0, 0, 0, "noscript loading stale fast",
+	  "@fast @transaction", "transactions", "2.0.0",
+	  "Discards a transaction.", run_discard },
 	{ "decr", 2, false, 1, 1, 1, RW " fast", "@write @string @fast",
 	  "string", "1.0.0", "Withdraws 1 from an account.", run_withdraw },
 	{ "decrby", 3, false, 1, 1, 1, RW " fast", "@write @string @fast",
@@ -216,6 +342,10 @@ static const struct command command_table[] = {
 	  run_withdraw },
 	{ "del", -2, false, 1, -1, 1, "write", "@keyspace @write @slow",
 	  "generic", "1.0.0", "Closes accounts.", run_del },
+	{ "exec", 1, false, 0, 0, 0, "noscript loading stale skip_slowlog",
+	  "@slow @transaction", "transactions", "1.2.0",
+	  "Executes a transaction on one account, atomically and durably.",
+	  run_exec },
 	{ "echo", 2, false, 0, 0, 0, CONN, "@fast @connection", "connection",
 	  "1.0.0", "Returns the given string.", run_echo },
 	{ "exists", -2, false, 1, -1, 1, "readonly fast",
@@ -235,6 +365,9 @@ static const struct command command_table[] = {
 	  run_info },
 	{ "mget", -2, false, 1, -1, 1, "readonly fast", "@read @string @fast",
 	  "string", "1.0.0", "Returns the balances of accounts.", run_mget },
+	{ "multi", 1, false, 0, 0, 0, "noscript loading stale fast",
+	  "@fast @transaction", "transactions", "1.2.0",
+	  "Starts a transaction.", run_multi },
 	{ "ping", -1, false, 0, 0, 0, "fast", "@fast @connection",
 	  "connection", "1.0.0", "Returns the server's liveliness response.",
 	  run_ping },
@@ -387,6 +520,23 @@ static void reply_unknown(const struct command_ctx *x)
 	reply_error_out(x, msg);
 }
 
+static void command_in_multi(const struct command_ctx *x,
+			     const struct command *def)
+{
+	char msg[160];
+
+	if (!txn_allowed(def->run)) {
+		snprintf(msg, sizeof(msg), "ERR '%s' is not allowed in a "
+			 "transaction: only GET, EXISTS, SET, DEL, INCRBY, "
+			 "DECRBY, INCR and DECR on one account", def->name);
+		reply_error_out(x, msg);
+		x->s->multi_dirty = true;
+		return;
+	}
+	def->run(x);
+	txn_queue(x);
+}
+
 void command_run(const struct command_server *srv, struct session *s,
 		 const struct resp_command *cmd, struct command_outcome *out)
 {
@@ -398,15 +548,23 @@ void command_run(const struct command_server *srv, struct session *s,
 	/* Redis's order: unknown, then arity, then authentication. */
 	if (!def) {
 		reply_unknown(&x);
+		s->multi_dirty = s->multi;
 		return;
 	}
 	if (def->arity > 0 ? cmd->argc != def->arity :
 			     cmd->argc < -def->arity) {
 		command_wrong_args(&x, def->name);
+		s->multi_dirty = s->multi;
 		return;
 	}
 	if (!s->authed && !def->no_auth) {
 		reply_error_out(&x, "NOAUTH Authentication required.");
+		s->multi_dirty = s->multi;
+		return;
+	}
+	if (s->multi && def->run != run_exec && def->run != run_discard &&
+	    def->run != run_multi && def->run != run_quit) {
+		command_in_multi(&x, def);
 		return;
 	}
 	def->run(&x);
@@ -476,6 +634,25 @@ size_t command_account_reply(const struct account_msg *m, int status,
 	if (status < 0)
 		return error_reply(dst, "ERR internal error");
 	return step_reply(&m->steps[0], dst);
+}
+
+void command_txn_reply(const struct account_msg *m, int status,
+		       struct buf *dst)
+{
+	char one[REPLY_MAX];
+	size_t n;
+	unsigned i;
+
+	if (m->journal_failed || status < 0) {
+		n = command_account_reply(m, status, one);
+		buf_append(dst, one, n);
+		return;
+	}
+	reply_array(dst, m->nsteps);
+	for (i = 0; i < m->nsteps; i++) {
+		n = step_reply(&m->steps[i], one);
+		buf_append(dst, one, n);
+	}
 }
 
 bool command_account_counts(const struct account_msg *m, int status)

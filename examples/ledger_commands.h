@@ -6,7 +6,7 @@
  * replies here too. No I/O.
  *
  * Data: GET, MGET, EXISTS, SET key integer, DEL, INCRBY, DECRBY, INCR,
- * DECR, DBSIZE. Connection: HELLO (protocol 2; 3 is refused with
+ * DECR, DBSIZE; MULTI, EXEC, DISCARD on one account. Connection: HELLO (protocol 2; 3 is refused with
  * -NOPROTO), AUTH (with --requirepass), SELECT 0, CLIENT SETNAME,
  * GETNAME, ID, SETINFO, LIST, INFO, PING, ECHO, QUIT. Server: INFO,
  * COMMAND (COUNT, INFO, DOCS), CONFIG GET. The reply texts are Redis's.
@@ -30,6 +30,7 @@
 #define REPLY_MAX 384	     /* the longest reply of one account message */
 #define CLIENT_NAME_MAX 255  /* CLIENT SETNAME, lib-name, lib-ver */
 #define KEYS_MAX (RESP_MAX_ARGS - 1) /* MGET, EXISTS, DEL */
+#define TXN_MAX 1024	     /* commands queued in one transaction */
 
 /* What INFO and DBSIZE report; filled by the server's stats hook. */
 struct server_stats {
@@ -61,12 +62,20 @@ struct session {
 	char addr[64], laddr[64]; /* "ip:port" */
 	char name[CLIENT_NAME_MAX + 1];
 	char lib_name[CLIENT_NAME_MAX + 1], lib_ver[CLIENT_NAME_MAX + 1];
+	/* MULTI: the commands queued, and what EXEC will refuse. */
+	bool multi;
+	bool multi_dirty; /* a queued command was refused: EXECABORT */
+	bool multi_cross; /* more than one account: CROSSSLOT */
+	struct account_step *queued;
+	unsigned nqueued;
+	char multi_key[KEY_MAX + 1]; /* the account of the first */
 };
 
 enum command_kind {
 	COMMAND_REPLY,	 /* answer `reply` */
 	COMMAND_ACCOUNT, /* send op on key with amount to the accounts */
 	COMMAND_KEYS,	 /* op on each of argv[1, argc): MGET, EXISTS, DEL */
+	COMMAND_TXN,	 /* EXEC: steps[0, nsteps) on key, as one message */
 	COMMAND_QUIT,	 /* answer `reply`, then close */
 };
 
@@ -77,11 +86,15 @@ struct command_outcome {
 	struct resp_arg key;  /* ACCOUNT: points into the command */
 	long long amount;     /* ACCOUNT */
 	bool count;	      /* KEYS: reply the number found (else MGET) */
+	struct account_step *steps; /* TXN: the caller's now, to free() */
+	unsigned nsteps;	    /* TXN */
 };
 
 /* A new connection's session; fd its socket (for addresses). */
 void session_init(struct session *s, const struct command_server *srv,
 		  uint64_t id, int fd);
+/* Frees what a closing connection's session holds. */
+void session_free(struct session *s);
 
 /*
  * What to do about a parsed command (argc > 0). out->reply must be set
@@ -100,6 +113,13 @@ void command_protocol_error(struct buf *reply, const char *msg);
  */
 size_t command_account_reply(const struct account_msg *m, int status,
 			     char *dst);
+
+/*
+ * The reply to a completed EXEC (COMMAND_TXN): an array of the steps'
+ * replies, or one error when nothing was applied; appended to dst.
+ */
+void command_txn_reply(const struct account_msg *m, int status,
+		       struct buf *dst);
 
 /* Whether a completed EXISTS or DEL message counts 1 (KEYS count). */
 bool command_account_counts(const struct account_msg *m, int status);

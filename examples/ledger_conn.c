@@ -75,6 +75,7 @@ struct request {
 	unsigned children;	/* a parent: children not yet ready */
 	long long count;	/* a parent: of its children that counted */
 	char *big;		/* a reply longer than REPLY_MAX */
+	struct account_step *steps; /* EXEC: the transaction's commands */
 	struct account_msg am; /* msg.user = this */
 	char reply[REPLY_MAX];
 };
@@ -225,9 +226,15 @@ void front_completed(agr_message *msg, int status, void *arg)
 	agr_worker *w = agr_worker_current();
 	int ret;
 
-	if (rq->parent)
+	if (rq->parent) {
 		rq->counts = command_account_counts(&rq->am, status);
-	else
+	} else if (rq->steps) {
+		struct buf b = { 0 };
+
+		command_txn_reply(&rq->am, status, &b);
+		rq->big = b.p;
+		rq->reply_len = (unsigned)b.len;
+	} else
 		rq->reply_len = (unsigned)command_account_reply(&rq->am, status,
 								rq->reply);
 	if (w && agr_worker_scheduler(w) == f->sched &&
@@ -280,6 +287,18 @@ static void dispatch(struct conn *c, const struct command_outcome *o)
 
 	account_msg_init(&rq->am, o->op, o->key.p, o->key.len, o->amount,
 			 rq);
+	request_enqueue(c, rq);
+	request_send(c->wc->front, rq);
+}
+
+/* EXEC: the transaction is one message to its account. */
+static void dispatch_txn(struct conn *c, const struct command_outcome *o)
+{
+	struct request *rq = request_new(c);
+
+	rq->steps = o->steps;
+	account_msg_init_steps(&rq->am, o->key.p, o->key.len, o->steps,
+			       o->nsteps, rq);
 	request_enqueue(c, rq);
 	request_send(c->wc->front, rq);
 }
@@ -341,6 +360,9 @@ static void conn_execute(struct conn *c, const struct resp_command *cmd)
 		return;
 	case COMMAND_KEYS:
 		dispatch_keys(c, cmd, &out);
+		return;
+	case COMMAND_TXN:
+		dispatch_txn(c, &out);
 		return;
 	case COMMAND_REPLY:
 	case COMMAND_QUIT:
@@ -420,6 +442,7 @@ static void conn_collect(struct conn *c)
 			buf_append(&c->out, rq->big ? rq->big : rq->reply,
 				   rq->reply_len);
 		free(rq->big);
+		free(rq->steps);
 		free(rq);
 	}
 }
@@ -578,6 +601,7 @@ static void conn_free(struct conn *c)
 	buf_free(&c->in);
 	buf_free(&c->out);
 	buf_free(&c->wire);
+	session_free(&c->session);
 	if (!c->refused)
 		atomic_fetch_sub_explicit(&c->wc->front->connected, 1,
 					  memory_order_relaxed);

@@ -128,6 +128,34 @@ def authed_exchange(data):
     return got[5:]
 
 
+def transactions(r):
+    p = r.pipeline(transaction=True)
+    p.incrby("py:txn", 50).decrby("py:txn", 20).get("py:txn").exists("py:txn")
+    p.decrby("py:txn", 1000)  # refused inside; the others still apply
+    got = p.execute(raise_on_error=False)
+    check("a transaction's replies", got[:4], [50, 30, b"30", 1])
+    check("an overdraft inside it", isinstance(got[4], redis.ResponseError)
+          and "insufficient funds" in str(got[4]), True)
+    r.set("py:other", 7)
+    p = r.pipeline(transaction=True)
+    p.incrby("py:txn", 1).incrby("py:other", 1)
+    raises("a transaction over two accounts", redis.ResponseError,
+           p.execute, "CROSSSLOT")
+    check("nothing of it applied", r.mget("py:txn", "py:other"),
+          [b"30", b"7"])
+    p = r.pipeline(transaction=True)
+    p.incrby("py:txn", 1).execute_command("PING")
+    raises("a transaction with PING", redis.ResponseError, p.execute,
+           "is not allowed in a transaction")
+    check("nothing of that either", r.get("py:txn"), b"30")
+    check("a transaction that closes and reopens",
+          r.pipeline(transaction=True).delete("py:txn").incrby("py:txn", 4)
+          .execute(), [1, 4])
+    check("DISCARD", authed_exchange(b"MULTI\r\nINCRBY py:txn 9\r\n"
+                                     b"DISCARD\r\nGET py:txn\r\nQUIT\r\n"),
+          b"+OK\r\n+QUEUED\r\n+OK\r\n$1\r\n4\r\n+OK\r\n")
+
+
 def limits():
     over = b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % (MAX_BULK + 1)
     check("a bulk over --proto-max-bulk-len",
@@ -175,6 +203,7 @@ def main():
     r = connect_options()
     data_commands(r)
     pipelines(r)
+    transactions(r)
     limits()
     print("PASS")
 

@@ -129,6 +129,18 @@ else
 fi
 stop_server "$tmp/server.log"
 
+if [ -n "$python" ]; then
+	echo "== a transaction is one journal record, and replays as one"
+	# py:txn: 50, 30 (one record), a DEL and INCRBY 4 (another).
+	n=$(cat "$tmp/data"/journal-*.log | tr '\0' '\n' | grep -c '^py:txn ')
+	[ "$n" -eq 2 ] || fail "py:txn has $n records, want 2"
+	start_server "$tmp/server1b.log" "$server" --port 0 \
+		--dir "$tmp/data" --workers 2 --requirepass "$pass"
+	expect 4 GET py:txn
+	expect 7 GET py:other
+	stop_server "$tmp/server1b.log"
+fi
+
 echo "== --maxclients 2: the third gets Redis's error"
 if [ -z "$python" ] && command -v python3 >/dev/null 2>&1; then
 	python=python3 # raw sockets only: no redis module needed

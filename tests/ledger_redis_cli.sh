@@ -106,20 +106,32 @@ expect 1 DEL dave nobody
 expect 0 EXISTS dave
 expect 'ERR a balance cannot be negative' SET carol -1
 
+echo "== MULTI/EXEC on one account; over two, refused with nothing applied"
+printf 'MULTI\nINCRBY erin 10\nDECRBY erin 3\nGET erin\nEXEC\n' |
+	redis-cli -p "$port" >"$tmp/multi" 2>&1
+[ "$(tr '\n' ' ' <"$tmp/multi")" = "OK QUEUED QUEUED QUEUED 10 7 7 " ] ||
+	fail "MULTI on erin: $(cat "$tmp/multi")"
+printf 'MULTI\nINCRBY erin 1\nINCRBY carol 1\nEXEC\n' |
+	redis-cli -p "$port" >"$tmp/multi" 2>&1
+grep -q '^CROSSSLOT ' "$tmp/multi" || fail "cross MULTI: $(cat "$tmp/multi")"
+expect 7 GET erin
+expect 42 GET carol
+
 echo "== a graceful stop, then a restart replays the journal"
 stop_server "$tmp/server1.log"
 start "$tmp/server2.log"
 cat "$tmp/server2.log"
-grep -q 'replayed 1008 events' "$tmp/server2.log" ||
-	fail "expected 1008 events replayed"
+grep -q 'replayed 1009 events' "$tmp/server2.log" ||
+	fail "expected 1009 events replayed"
 expect 70 GET alice
 expect 5000 GET bob
 expect '' GET nobody
 expect 42 GET carol
+expect 7 GET erin
 expect '' GET dave
 expect 5001 INCRBY bob 1
 stop_server "$tmp/server2.log"
 "$server" --verify --dir "$tmp/data" --dump "$tmp/dump" || fail "verify"
-sort "$tmp/dump" | tr '\n' ' ' | grep -qx 'alice 70 bob 5001 carol 42 ' ||
+sort "$tmp/dump" | tr '\n' ' ' | grep -qx 'alice 70 bob 5001 carol 42 erin 7 ' ||
 	fail "journal holds: $(tr '\n' ' ' <"$tmp/dump")"
 echo "PASS"
