@@ -3,6 +3,7 @@
 
 #include <limits.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,11 +11,56 @@
 
 /* ---- balances ---- */
 
+/* The request ids of an account's last changes, and their replies. */
+struct reqid_entry {
+	long long balance; /* reply 'c': the balance after the change */
+	char reply;	   /* 'c' or 's' (OK), as in ledger_record.h */
+	char id[REQID_MAX + 1];
+};
+
+struct reqids {
+	unsigned next; /* the oldest, overwritten next */
+	struct reqid_entry e[REQID_WINDOW];
+};
+
 struct account {
 	long long balance;
 	uint64_t hash;
+	struct reqids *ids; /* NULL until a change carries a request id */
 	char key[];
 };
+
+static const struct reqid_entry *reqid_find(const struct account *a,
+					    const char *id)
+{
+	unsigned i;
+
+	for (i = 0; a && a->ids && i < REQID_WINDOW; i++)
+		if (strcmp(a->ids->e[i].id, id) == 0)
+			return &a->ids->e[i];
+	return NULL;
+}
+
+static void reqid_remember(struct account *a, const char *id, char reply,
+			   long long balance)
+{
+	struct reqid_entry *e;
+
+	if (!a->ids)
+		a->ids = xcalloc(1, sizeof(*a->ids));
+	e = &a->ids->e[a->ids->next];
+	a->ids->next = (a->ids->next + 1) % REQID_WINDOW;
+	e->balance = balance;
+	e->reply = reply;
+	snprintf(e->id, sizeof(e->id), "%s", id);
+}
+
+static void account_free(struct account *a)
+{
+	if (a)
+		free(a->ids);
+	free(a);
+}
 
 /* One group's accounts: open addressing, linear probing. */
 struct table {
@@ -108,7 +154,7 @@ static void table_remove(struct accounts *as, struct table *t,
 	hole = table_slot(t->slots, t->mask, key, key_hash(key));
 	if (!*hole)
 		return;
-	free(*hole);
+	account_free(*hole);
 	*hole = NULL;
 	t->count--;
 	atomic_fetch_sub_explicit(&as->count, 1, memory_order_relaxed);
@@ -129,7 +175,7 @@ static void table_free(struct table *t)
 	size_t i;
 
 	for (i = 0; t->slots && i <= t->mask; i++)
-		free(t->slots[i]);
+		account_free(t->slots[i]);
 	free(t->slots);
 }
 
@@ -163,8 +209,11 @@ bool accounts_apply(struct accounts *a, const struct record *rec)
 		return true;
 	}
 	acct = table_get(a, t, rec->key);
-	return !__builtin_add_overflow(acct->balance, rec->delta,
-				       &acct->balance);
+	if (__builtin_add_overflow(acct->balance, rec->delta, &acct->balance))
+		return false;
+	if (rec->reqid[0])
+		reqid_remember(acct, rec->reqid, rec->reply, acct->balance);
+	return true;
 }
 
 uint64_t accounts_count(const struct accounts *a)
@@ -201,6 +250,7 @@ static void msg_init_key(struct account_msg *m, const char *key, size_t len,
 	m->msg.aggregate_id = m->key;
 	m->msg.user = user;
 	m->journal_failed = false;
+	m->reqid[0] = '\0';
 }
 
 void account_msg_init(struct account_msg *m, enum account_op op,
@@ -212,6 +262,12 @@ void account_msg_init(struct account_msg *m, enum account_op op,
 	m->steps = &m->one;
 	m->nsteps = 1;
 	m->msg.type = op_type[op];
+}
+
+void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len)
+{
+	memcpy(m->reqid, id, len);
+	m->reqid[len] = '\0';
 }
 
 void account_msg_init_steps(struct account_msg *m, const char *key,
@@ -257,10 +313,18 @@ static void apply_after(struct account_msg *m)
 	struct accounts *as = m->bank->accounts;
 	struct table *t = &as->tables[m->group];
 
-	if (m->after_exists)
-		table_get(as, t, m->key)->balance = m->after_balance;
-	else
+	struct account *a;
+
+	if (!m->after_exists) {
 		table_remove(as, t, m->key);
+		return;
+	}
+	a = table_get(as, t, m->key);
+	a->balance = m->after_balance;
+	if (m->reqid[0])
+		reqid_remember(a, m->reqid,
+			       m->steps[0].result == ACCOUNT_SET ? 's' : 'c',
+			       m->after_balance);
 }
 
 static void entry_durable(struct commit_wait *w, int status)
@@ -334,12 +398,39 @@ static size_t net_record(const struct account_msg *m, const struct account *a,
 			 char *rec)
 {
 	long long before = a ? a->balance : 0;
+	struct record r = { .kind = RECORD_DELTA,
+			    .delta = m->after_balance - before };
+	bool tagged = m->reqid[0] && (m->steps[0].result == ACCOUNT_CHANGED ||
+				      m->steps[0].result == ACCOUNT_SET);
 
-	if (!m->after_exists)
-		return a ? record_encode_close(rec, m->key) : 0;
-	if (a && m->after_balance == before)
+	if (!m->after_exists && !a)
 		return 0;
-	return record_encode(rec, m->key, m->after_balance - before);
+	if (!m->after_exists)
+		r.kind = RECORD_CLOSE;
+	else if (a && r.delta == 0 && !tagged)
+		return 0; /* a request id is journaled even so */
+	if (tagged) {
+		r.reply = m->steps[0].result == ACCOUNT_SET ? 's' : 'c';
+		snprintf(r.reqid, sizeof(r.reqid), "%s", m->reqid);
+	}
+	snprintf(r.key, sizeof(r.key), "%s", m->key);
+	return record_encode(rec, &r);
+}
+
+/*
+ * A retry: the request id names a change already made, whose first
+ * reply is answered again; nothing is applied. True if so.
+ */
+static bool answered_before(struct account_msg *m, const struct account *a)
+{
+	const struct reqid_entry *e =
+		m->reqid[0] ? reqid_find(a, m->reqid) : NULL;
+
+	if (!e)
+		return false;
+	m->steps[0].result = e->reply == 's' ? ACCOUNT_SET : ACCOUNT_CHANGED;
+	m->steps[0].balance = e->balance;
+	return true;
 }
 
 /*
@@ -362,6 +453,8 @@ static int run_steps(agr_exchange *ex, void *arg)
 	m->bank = b;
 	m->group = agr_exchange_group(ex);
 	a = table_find(&b->accounts->tables[m->group], m->key);
+	if (answered_before(m, a))
+		return 0;
 	m->after_exists = a != NULL;
 	m->after_balance = a ? a->balance : 0;
 	for (i = 0; i < m->nsteps; i++)

@@ -9,6 +9,14 @@
  * is needed. A deposit or a withdrawal is journaled (ledger_journal.h)
  * in the journal of the group's worker and applied only once it is
  * durable: nothing unjournaled is ever visible.
+ *
+ * Request ids. A change may carry a request id (a client's name for the
+ * request, ledger_record.h). The id is journaled with the change, and
+ * each account remembers the ids of its last REQID_WINDOW changes with
+ * their replies, across restarts: a request whose id is among them is a
+ * retry, answered with the first reply, and applies nothing. A refused
+ * request (an overdraft) changed nothing and is not remembered: its
+ * retry is evaluated afresh. Closing an account forgets its ids.
  */
 #ifndef LEDGER_ACCOUNTS_H
 #define LEDGER_ACCOUNTS_H
@@ -21,6 +29,8 @@
 
 #include "ledger_journal.h"
 #include "ledger_record.h"
+
+#define REQID_WINDOW 32 /* request ids remembered per account */
 
 /* ---- balances: one table per group ---- */
 
@@ -95,12 +105,16 @@ struct account_msg {
 	int group;
 	struct commit_wait wait;
 	char key[KEY_MAX + 1];
+	char reqid[REQID_MAX + 1]; /* "" or the request id (single steps) */
 };
 
 /* key[0, len) a valid account name (key_valid). */
 void account_msg_init(struct account_msg *m, enum account_op op,
 		      const char *key, size_t len, long long amount,
 		      void *user);
+
+/* A request id for a single-step change (reqid_valid). */
+void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len);
 
 /* A transaction: steps[0, n) (the caller's, alive as long as m). */
 void account_msg_init_steps(struct account_msg *m, const char *key,

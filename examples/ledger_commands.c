@@ -72,14 +72,49 @@ static void to_account(const struct command_ctx *x, enum account_op op,
 	x->out->amount = amount;
 }
 
-/* INCRBY, DECRBY (with an amount), INCR, DECR (1). */
+/*
+ * The optional "REQID id" after a write's arguments, from argv[at]:
+ * true with out->reqid set (empty without one), else the error is the
+ * reply.
+ */
+static bool parse_reqid(const struct command_ctx *x, int at)
+{
+	const struct resp_command *cmd = x->cmd;
+
+	x->out->reqid = (struct resp_arg){ NULL, 0 };
+	if (cmd->argc == at)
+		return true;
+	if (cmd->argc != at + 2 || !resp_arg_is(&cmd->argv[at], "reqid")) {
+		reply_error_out(x, "ERR syntax error");
+		return false;
+	}
+	if (!reqid_valid(cmd->argv[at + 1].p, cmd->argv[at + 1].len)) {
+		reply_error_out(x, "ERR invalid request id: 1 to 64 printable "
+				   "characters, no spaces");
+		return false;
+	}
+	x->out->reqid = cmd->argv[at + 1];
+	return true;
+}
+
+/*
+ * INCRBY, DECRBY (with an amount), INCR, DECR (1), each with an
+ * optional REQID.
+ */
 static void run_move(const struct command_ctx *x, enum account_op op)
 {
+	bool by = x->cmd->argv[0].len == 6; /* INCRBY, DECRBY */
 	long long amount = 1;
 
 	if (!account_key(x, &x->cmd->argv[1]))
 		return;
-	if (x->cmd->argc == 3) {
+	if (by && x->cmd->argc < 3) {
+		command_wrong_args(x, op == OP_DEPOSIT ? "incrby" : "decrby");
+		return;
+	}
+	if (!parse_reqid(x, by ? 3 : 2))
+		return;
+	if (by) {
 		if (!resp_parse_ll(x->cmd->argv[2].p, x->cmd->argv[2].len,
 				   &amount)) {
 			reply_error_out(x, "ERR value is not an integer or "
@@ -106,20 +141,17 @@ static void run_withdraw(const struct command_ctx *x)
 
 static void run_get(const struct command_ctx *x)
 {
+	x->out->reqid = (struct resp_arg){ NULL, 0 };
 	if (account_key(x, &x->cmd->argv[1]))
 		to_account(x, OP_GET, 0);
 }
 
-/* SET key integer: the balance becomes it. No options. */
+/* SET key integer [REQID id]: the balance becomes it. */
 static void run_set(const struct command_ctx *x)
 {
 	long long v;
 
-	if (x->cmd->argc > 3) {
-		reply_error_out(x, "ERR syntax error");
-		return;
-	}
-	if (!account_key(x, &x->cmd->argv[1]))
+	if (!account_key(x, &x->cmd->argv[1]) || !parse_reqid(x, 3))
 		return;
 	if (!resp_parse_ll(x->cmd->argv[2].p, x->cmd->argv[2].len, &v)) {
 		reply_error_out(x, "ERR value is not an integer or out of "
@@ -148,6 +180,7 @@ static void run_keys(const struct command_ctx *x, enum account_op op,
 	x->out->kind = COMMAND_KEYS;
 	x->out->op = op;
 	x->out->count = count;
+	x->out->reqid = (struct resp_arg){ NULL, 0 };
 }
 
 static void run_mget(const struct command_ctx *x)
@@ -282,6 +315,10 @@ static void txn_queue(const struct command_ctx *x)
 		o->reply->len = 0;
 		reply_error(o->reply, "ERR invalid account name: 1 to 128 "
 			    "printable characters, no spaces");
+	} else if (o->kind != COMMAND_REPLY && o->reqid.len) {
+		o->reply->len = 0;
+		reply_error(o->reply, "ERR REQID is not supported inside a "
+			    "transaction");
 	} else if (o->kind != COMMAND_REPLY && s->nqueued >= TXN_MAX) {
 		o->reply->len = 0;
 		reply_error(o->reply, "ERR transaction too long");
@@ -335,9 +372,9 @@ static const struct command command_table[] = {
 	{ "discard", 1, false, 0, 0, 0, "noscript loading stale fast",
 	  "@fast @transaction", "transactions", "2.0.0",
 	  "Discards a transaction.", run_discard },
-	{ "decr", 2, false, 1, 1, 1, RW " fast", "@write @string @fast",
+	{ "decr", -2, false, 1, 1, 1, RW " fast", "@write @string @fast",
 	  "string", "1.0.0", "Withdraws 1 from an account.", run_withdraw },
-	{ "decrby", 3, false, 1, 1, 1, RW " fast", "@write @string @fast",
+	{ "decrby", -3, false, 1, 1, 1, RW " fast", "@write @string @fast",
 	  "string", "1.0.0", "Withdraws an amount from an account.",
 	  run_withdraw },
 	{ "del", -2, false, 1, -1, 1, "write", "@keyspace @write @slow",
@@ -355,9 +392,9 @@ static const struct command command_table[] = {
 	  "string", "1.0.0", "Returns the balance of an account.", run_get },
 	{ "hello", -1, true, 0, 0, 0, CONN " no_auth", "@fast @connection",
 	  "connection", "6.0.0", "Handshakes with the server.", run_hello },
-	{ "incr", 2, false, 1, 1, 1, RW " fast", "@write @string @fast",
+	{ "incr", -2, false, 1, 1, 1, RW " fast", "@write @string @fast",
 	  "string", "1.0.0", "Deposits 1 into an account.", run_deposit },
-	{ "incrby", 3, false, 1, 1, 1, RW " fast", "@write @string @fast",
+	{ "incrby", -3, false, 1, 1, 1, RW " fast", "@write @string @fast",
 	  "string", "1.0.0", "Deposits an amount into an account.",
 	  run_deposit },
 	{ "info", -1, false, 0, 0, 0, "loading stale", "@slow @dangerous",

@@ -11,6 +11,10 @@
  * GETNAME, ID, SETINFO, LIST, INFO, PING, ECHO, QUIT. Server: INFO,
  * COMMAND (COUNT, INFO, DOCS), CONFIG GET. The reply texts are Redis's.
  *
+ * Idempotent retries: INCRBY, DECRBY, INCR, DECR and SET take an
+ * optional trailing "REQID id" (ledger_accounts.h says what a known id
+ * does).
+ *
  * Amounts are positive, balances never negative; an account name is 1
  * to 128 printable ASCII characters without spaces (ledger_record.h).
  * An account that never had an event, or was closed by DEL, is missing:
@@ -85,6 +89,7 @@ struct command_outcome {
 	enum account_op op;   /* ACCOUNT, KEYS */
 	struct resp_arg key;  /* ACCOUNT: points into the command */
 	long long amount;     /* ACCOUNT */
+	struct resp_arg reqid; /* ACCOUNT: REQID's id, or len 0 */
 	bool count;	      /* KEYS: reply the number found (else MGET) */
 	struct account_step *steps; /* TXN: the caller's now, to free() */
 	unsigned nsteps;	    /* TXN */

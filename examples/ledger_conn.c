@@ -287,6 +287,8 @@ static void dispatch(struct conn *c, const struct command_outcome *o)
 
 	account_msg_init(&rq->am, o->op, o->key.p, o->key.len, o->amount,
 			 rq);
+	if (o->reqid.len)
+		account_msg_set_reqid(&rq->am, o->reqid.p, o->reqid.len);
 	request_enqueue(c, rq);
 	request_send(c->wc->front, rq);
 }

@@ -32,16 +32,26 @@ static uint32_t crc32_of(const char *p, size_t n)
 	return c ^ 0xffffffffu;
 }
 
-bool key_valid(const char *p, size_t len)
+static bool printable_word(const char *p, size_t len, size_t max)
 {
 	size_t i;
 
-	if (len == 0 || len > KEY_MAX)
+	if (len == 0 || len > max)
 		return false;
 	for (i = 0; i < len; i++)
 		if (p[i] <= ' ' || p[i] > '~')
 			return false;
 	return true;
+}
+
+bool key_valid(const char *p, size_t len)
+{
+	return printable_word(p, len, KEY_MAX);
+}
+
+bool reqid_valid(const char *p, size_t len)
+{
+	return printable_word(p, len, REQID_MAX);
 }
 
 /* Appends " CRC\n" to the n bytes of dst[RECORD_MAX]; the length. */
@@ -52,14 +62,35 @@ static size_t seal(char *dst, int n)
 	return (size_t)n;
 }
 
-size_t record_encode(char *dst, const char *key, long long delta)
+size_t record_encode(char *dst, const struct record *rec)
 {
-	return seal(dst, snprintf(dst, RECORD_MAX, "%s %+lld", key, delta));
+	int n = rec->kind == RECORD_CLOSE ?
+			snprintf(dst, RECORD_MAX, "%s close", rec->key) :
+			snprintf(dst, RECORD_MAX, "%s %+lld", rec->key,
+				 rec->delta);
+
+	if (rec->reqid[0])
+		n += snprintf(dst + n, RECORD_MAX - (size_t)n, " #%c:%s",
+			      rec->reply, rec->reqid);
+	return seal(dst, n);
 }
 
-size_t record_encode_close(char *dst, const char *key)
+/* The optional " #K:ID" of a record, [p, end). */
+static bool parse_tag(const char *p, const char *end, struct record *rec)
 {
-	return seal(dst, snprintf(dst, RECORD_MAX, "%s close", key));
+	size_t len = (size_t)(end - p);
+
+	rec->reqid[0] = '\0';
+	if (len == 0)
+		return true;
+	if (len < 5 || p[0] != ' ' || p[1] != '#' ||
+	    (p[2] != 'c' && p[2] != 's') || p[3] != ':' ||
+	    !reqid_valid(p + 4, len - 4))
+		return false;
+	rec->reply = p[2];
+	memcpy(rec->reqid, p + 4, len - 4);
+	rec->reqid[len - 4] = '\0';
+	return true;
 }
 
 /* The 8 hex digits of [p, p + 8), or false if they are not. */
@@ -101,7 +132,7 @@ static bool parse_change(const char *p, const char *end, struct record *rec)
 bool record_parse(const char *line, size_t len, struct record *rec)
 {
 	size_t body = len - 10, klen;
-	const char *sp;
+	const char *sp, *tag;
 	uint32_t crc;
 
 	if (len < 13 || len > RECORD_MAX || line[len - 1] != '\n' ||
@@ -113,7 +144,11 @@ bool record_parse(const char *line, size_t len, struct record *rec)
 	if (!sp)
 		return false;
 	klen = (size_t)(sp - line);
-	if (!key_valid(line, klen) || !parse_change(sp + 1, line + body, rec))
+	tag = memchr(sp + 1, ' ', (size_t)(line + body - sp - 1));
+	if (!tag)
+		tag = line + body;
+	if (!key_valid(line, klen) || !parse_change(sp + 1, tag, rec) ||
+	    !parse_tag(tag, line + body, rec))
 		return false;
 	memcpy(rec->key, line, klen);
 	rec->key[klen] = '\0';

@@ -5,7 +5,10 @@
  * A record is one line, "ACCOUNT CHANGE CRC\n", CRC the CRC-32 (IEEE,
  * as zlib) of what precedes it on the line in 8 hex digits. CHANGE is
  * "+AMOUNT" or "-AMOUNT" (AMOUNT > 0; "+0" creates an empty account)
- * or "close" (the account is closed: gone, as if it never was). One
+ * or "close" (the account is closed: gone, as if it never was),
+ * optionally followed by " #K:ID": the change was made by the request
+ * of id ID, whose first reply was the balance after it (K 'c') or OK
+ * (K 's'), remembered for its retries (ledger_accounts.h). One
  * record is one atomic change: a transaction's commands on one account
  * are journaled as the single record of their net effect. An account
  * name is 1 to KEY_MAX printable ASCII characters without spaces.
@@ -17,7 +20,8 @@
 #include <stddef.h>
 
 #define KEY_MAX 128
-#define RECORD_MAX (KEY_MAX + 64)
+#define REQID_MAX 64 /* a request id: printable ASCII, no spaces */
+#define RECORD_MAX (KEY_MAX + REQID_MAX + 64)
 
 /* Fills the CRC table; once, before any thread starts. */
 void record_init(void);
@@ -33,14 +37,16 @@ enum record_kind {
 struct record {
 	enum record_kind kind;
 	long long delta; /* RECORD_DELTA */
+	char reply;	 /* with reqid: 'c' (the balance) or 's' (OK) */
 	char key[KEY_MAX + 1];
+	char reqid[REQID_MAX + 1]; /* "" when no request id */
 };
 
-/* Writes the record of `delta` to `key` into dst[RECORD_MAX]; its length. */
-size_t record_encode(char *dst, const char *key, long long delta);
+/* Whether [p, p + len) is a valid request id. */
+bool reqid_valid(const char *p, size_t len);
 
-/* Writes the record closing `key` into dst[RECORD_MAX]; its length. */
-size_t record_encode_close(char *dst, const char *key);
+/* Writes rec into dst[RECORD_MAX]; its length. */
+size_t record_encode(char *dst, const struct record *rec);
 
 /*
  * Parses one whole line (with its '\n') into *rec; false if it is torn

@@ -156,6 +156,42 @@ def transactions(r):
           b"+OK\r\n+QUEUED\r\n+OK\r\n$1\r\n4\r\n+OK\r\n")
 
 
+def retries(r):
+    def deposit(amount, rid):
+        return r.execute_command("INCRBY", "py:id", amount, "REQID", rid)
+    check("a deposit with a request id", deposit(5, "dep-1"), 5)
+    check("its retry: the first reply", deposit(5, "dep-1"), 5)
+    check("another id applies", deposit(7, "dep-2"), 12)
+    check("a retry answers its first reply still", deposit(5, "dep-1"), 5)
+    check("SET with a request id", r.execute_command(
+        "SET", "py:id", 100, "REQID", "set-1"), True)
+    check("its retry", r.execute_command("SET", "py:id", 1, "REQID",
+                                         "set-1"), True)
+    check("applied once", r.get("py:id"), b"100")
+    # In a pipeline, as a client resends a batch after a lost reply.
+    p = r.pipeline(transaction=False)
+    for i in range(10):
+        p.execute_command("DECRBY", "py:id", 1, "REQID", "w-%d" % i)
+    first = p.execute()
+    p = r.pipeline(transaction=False)
+    for i in range(10):
+        p.execute_command("DECRBY", "py:id", 1, "REQID", "w-%d" % i)
+    check("a resent pipeline: the first replies", p.execute(), first)
+    check("applied once each", r.get("py:id"), b"90")
+
+
+def window(r):
+    """The ids of an account's last 32 changes are remembered: a 33rd
+    change makes it forget the oldest, which then applies again."""
+    for i in range(32):
+        r.execute_command("INCRBY", "py:win", 1, "REQID", "win-%d" % i)
+    check("32 ids, retried: nothing applied", r.execute_command(
+        "INCRBY", "py:win", 1, "REQID", "win-0"), 1)
+    r.execute_command("INCRBY", "py:win", 1, "REQID", "win-32")
+    check("past the window the oldest id applies again",
+          r.execute_command("INCRBY", "py:win", 1, "REQID", "win-0"), 34)
+
+
 def limits():
     over = b"*2\r\n$4\r\nECHO\r\n$%d\r\n" % (MAX_BULK + 1)
     check("a bulk over --proto-max-bulk-len",
@@ -204,6 +240,8 @@ def main():
     data_commands(r)
     pipelines(r)
     transactions(r)
+    retries(r)
+    window(r)
     limits()
     print("PASS")
 

@@ -138,6 +138,10 @@ if [ -n "$python" ]; then
 		--dir "$tmp/data" --workers 2 --requirepass "$pass"
 	expect 4 GET py:txn
 	expect 7 GET py:other
+	echo "== request ids survive the restart"
+	expect 5 INCRBY py:id 5 REQID dep-1
+	expect OK SET py:id 0 REQID set-1
+	expect 90 GET py:id
 	stop_server "$tmp/server1b.log"
 fi
 
