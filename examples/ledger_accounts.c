@@ -2,9 +2,12 @@
 #include "ledger_accounts.h"
 
 #include <limits.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "util.h"
@@ -239,8 +242,10 @@ void accounts_each(const struct accounts *a,
 
 /* ---- messages ---- */
 
-static const char *const op_type[] = { "Get",	   "Exists", "Deposit",
-				       "Withdraw", "Set",    "Close" };
+static const char *const op_type[] = {
+	"Get", "Exists", "Deposit", "Withdraw", "Set", "Close",
+	"TransferDebit", "TransferCredit", "TransferRefund",
+};
 
 static void msg_init_key(struct account_msg *m, const char *key, size_t len,
 			 void *user)
@@ -251,6 +256,7 @@ static void msg_init_key(struct account_msg *m, const char *key, size_t len,
 	m->msg.user = user;
 	m->journal_failed = false;
 	m->reqid[0] = '\0';
+	m->xfer = NULL;
 }
 
 void account_msg_init(struct account_msg *m, enum account_op op,
@@ -280,6 +286,44 @@ void account_msg_init_steps(struct account_msg *m, const char *key,
 	m->msg.type = "Transaction";
 }
 
+/* ---- transfers ---- */
+
+/* Transfer ids: this process's start, then a sequence number. */
+static uint64_t xfer_epoch;
+static atomic_ullong xfer_seq;
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void transfer_init(struct transfer *x, const char *from, size_t flen,
+		   const char *to, size_t tlen, long long amount, void *user)
+{
+	account_msg_init(&x->debit, OP_XFER_DEBIT, from, flen, amount, user);
+	account_msg_init(&x->credit, OP_XFER_CREDIT, to, tlen, amount, user);
+	account_msg_init(&x->refund, OP_XFER_REFUND, from, flen, amount,
+			 user);
+	x->debit.xfer = x->credit.xfer = x->refund.xfer = x;
+	atomic_init(&x->inflight, 1); /* the debit, about to be sent */
+	x->outcome = TRANSFER_PENDING;
+	x->recovery = false;
+	snprintf(x->id, sizeof(x->id), "%llx.%llx",
+		 (unsigned long long)xfer_epoch,
+		 (unsigned long long)atomic_fetch_add_explicit(
+			 &xfer_seq, 1, memory_order_relaxed));
+}
+
+bool transfer_message_done(struct transfer *x)
+{
+	/* acq_rel: the last one sees what every handler of x wrote. */
+	return atomic_fetch_sub_explicit(&x->inflight, 1,
+					 memory_order_acq_rel) == 1;
+}
+
 /* ---- the bank ---- */
 
 /*
@@ -297,7 +341,75 @@ struct bank {
 	struct accounts *accounts;
 	struct bank_worker *workers; /* [nworkers] */
 	unsigned nworkers;
+	enum crash_point crash_at;
 };
+
+static void crash_if(const struct bank *b, enum crash_point here)
+{
+	if (b->crash_at == here) {
+		warnf("--crash-after: killing myself");
+		kill(getpid(), SIGKILL);
+	}
+}
+
+/* Sends the transfer's next message from a handler (ex's). */
+static void transfer_forward(agr_exchange *ex, struct transfer *x,
+			     struct account_msg *next)
+{
+	atomic_fetch_add_explicit(&x->inflight, 1, memory_order_relaxed);
+	if (agr_dispatcher_send(agr_exchange_dispatcher(ex), &next->msg) < 0) {
+		atomic_fetch_sub_explicit(&x->inflight, 1,
+					  memory_order_relaxed);
+		x->outcome = TRANSFER_UNFINISHED; /* stopping: replay ends it */
+	}
+}
+
+/*
+ * The saga's next step, once a transfer's message has done its part
+ * (durably, or refused); on its group's worker, before it completes.
+ */
+static void transfer_step(struct bank *b, agr_exchange *ex,
+			  struct account_msg *m)
+{
+	struct transfer *x = m->xfer;
+	const struct account_step *st = &m->steps[0];
+	bool changed = !m->journal_failed && st->result == ACCOUNT_CHANGED;
+
+	switch (st->op) {
+	case OP_XFER_DEBIT:
+		if (!changed) {
+			x->outcome = m->journal_failed ? TRANSFER_PENDING :
+							 TRANSFER_REFUSED;
+			x->refusal = st->result;
+			return;
+		}
+		x->from_balance = st->balance;
+		crash_if(b, CRASH_AFTER_DEBIT);
+		transfer_forward(ex, x, &x->credit);
+		break;
+	case OP_XFER_CREDIT:
+		if (changed) {
+			crash_if(b, CRASH_AFTER_CREDIT);
+			x->outcome = TRANSFER_SETTLED;
+		} else if (!m->journal_failed) {
+			x->refusal = st->result;
+			crash_if(b, CRASH_AFTER_REFUSAL);
+			transfer_forward(ex, x, &x->refund);
+		}
+		break;
+	case OP_XFER_REFUND:
+		if (changed)
+			x->outcome = TRANSFER_REFUNDED;
+		break;
+	case OP_GET:
+	case OP_EXISTS:
+	case OP_DEPOSIT:
+	case OP_WITHDRAW:
+	case OP_SET:
+	case OP_CLOSE:
+		break; /* not a transfer's */
+	}
+}
 
 /* A plain increment that another thread may read: one writer only. */
 static void count_one(atomic_ullong *c)
@@ -340,6 +452,8 @@ static void entry_durable(struct commit_wait *w, int status)
 	} else {
 		m->journal_failed = true;
 	}
+	if (m->xfer)
+		transfer_step(m->bank, ex, m);
 	agr_exchange_done(ex, status);
 }
 
@@ -347,16 +461,18 @@ static void entry_durable(struct commit_wait *w, int status)
 static void step_move(struct account_step *st, bool *exists,
 		      long long *balance, struct bank_worker *bw)
 {
-	if (st->op == OP_WITHDRAW && st->amount > *balance) {
+	bool out = st->op == OP_WITHDRAW || st->op == OP_XFER_DEBIT;
+
+	if (out && st->amount > *balance) {
 		count_one(&bw->overdrafts);
 		st->result = ACCOUNT_OVERDRAFT;
 		return;
 	}
-	if (st->op == OP_DEPOSIT && *balance > LLONG_MAX - st->amount) {
+	if (!out && *balance > LLONG_MAX - st->amount) {
 		st->result = ACCOUNT_OVERFLOW;
 		return;
 	}
-	*balance += st->op == OP_DEPOSIT ? st->amount : -st->amount;
+	*balance += out ? -st->amount : st->amount;
 	*exists = true;
 	st->result = ACCOUNT_CHANGED;
 	st->balance = *balance;
@@ -374,6 +490,9 @@ static void step_run(struct account_step *st, bool *exists,
 		break;
 	case OP_DEPOSIT:
 	case OP_WITHDRAW:
+	case OP_XFER_DEBIT:
+	case OP_XFER_CREDIT:
+	case OP_XFER_REFUND:
 		step_move(st, exists, balance, bw);
 		break;
 	case OP_SET:
@@ -388,6 +507,19 @@ static void step_run(struct account_step *st, bool *exists,
 		*balance = 0;
 		break;
 	}
+}
+
+/* A transfer's record names the transfer, and the other account. */
+static void transfer_tag(const struct account_msg *m, struct record *r)
+{
+	const struct transfer *x = m->xfer;
+
+	r->reply = m->steps[0].op == OP_XFER_DEBIT  ? 'd' :
+		   m->steps[0].op == OP_XFER_CREDIT ? 't' :
+						      'r';
+	snprintf(r->reqid, sizeof(r->reqid), "%s", x->id);
+	snprintf(r->peer, sizeof(r->peer), "%s",
+		 r->reply == 'd' ? x->credit.key : x->debit.key);
 }
 
 /*
@@ -413,6 +545,8 @@ static size_t net_record(const struct account_msg *m, const struct account *a,
 		r.reply = m->steps[0].result == ACCOUNT_SET ? 's' : 'c';
 		snprintf(r.reqid, sizeof(r.reqid), "%s", m->reqid);
 	}
+	if (m->xfer)
+		transfer_tag(m, &r);
 	snprintf(r.key, sizeof(r.key), "%s", m->key);
 	return record_encode(rec, &r);
 }
@@ -461,8 +595,11 @@ static int run_steps(agr_exchange *ex, void *arg)
 		step_run(&m->steps[i], &m->after_exists, &m->after_balance,
 			 bw);
 	len = net_record(m, a, rec);
-	if (len == 0)
+	if (len == 0) {
+		if (m->xfer) /* refused: the saga goes on, or ends, now */
+			transfer_step(b, ex, m);
 		return 0;
+	}
 	m->ex = ex;
 	m->wait.durable = entry_durable;
 	ret = journal_append(&bw->journal, rec, len, &m->wait);
@@ -480,6 +617,7 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 	int ret = 0;
 
 	b->accounts = accounts;
+	xfer_epoch = realtime_ns(); /* ids unique across restarts */
 	b->nworkers = (unsigned)agr_scheduler_parallelism(
 		agr_dispatcher_scheduler(disp));
 	size = b->nworkers * sizeof(*b->workers);
@@ -522,6 +660,34 @@ uint64_t bank_changes(const struct bank *b)
 		n += atomic_load_explicit(&b->workers[i].changes,
 					  memory_order_relaxed);
 	return n;
+}
+
+unsigned bank_resume_transfers(struct bank *b, agr_dispatcher *disp,
+			       const struct open_transfer *open, unsigned n)
+{
+	unsigned i, sent = 0;
+
+	(void)b;
+	for (i = 0; i < n; i++) {
+		struct transfer *x = xcalloc(1, sizeof(*x));
+		const struct open_transfer *o = &open[i];
+
+		transfer_init(x, o->from, strlen(o->from), o->to, strlen(o->to),
+			      o->amount, NULL);
+		snprintf(x->id, sizeof(x->id), "%s", o->id);
+		x->recovery = true;
+		if (agr_dispatcher_send(disp, &x->credit.msg) < 0) {
+			free(x);
+			continue;
+		}
+		sent++;
+	}
+	return sent;
+}
+
+void bank_set_crash(struct bank *b, enum crash_point at)
+{
+	b->crash_at = at;
 }
 
 uint64_t bank_accounts(const struct bank *b)

@@ -21,6 +21,7 @@
 #ifndef LEDGER_ACCOUNTS_H
 #define LEDGER_ACCOUNTS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -62,6 +63,9 @@ enum account_op {
 	OP_WITHDRAW, /* DECRBY, DECR: never below zero */
 	OP_SET,	     /* SET: the balance becomes amount (>= 0) */
 	OP_CLOSE,    /* DEL: the account is closed */
+	OP_XFER_DEBIT,	/* TRANSFER, on the source: a withdrawal */
+	OP_XFER_CREDIT, /* TRANSFER, on the destination: a deposit */
+	OP_XFER_REFUND, /* TRANSFER, the credit refused: back to the source */
 };
 
 /* What became of one step; set by the bank before it completes. */
@@ -92,8 +96,11 @@ struct account_step {
  * steps' results, and `journal_failed` (nothing was applied). The other
  * fields are the bank's while the message runs.
  */
+struct transfer;
+
 struct account_msg {
 	agr_message msg; /* aggregate_id: key; type: op's; user: sender's */
+	struct transfer *xfer; /* one of a transfer's messages, or NULL */
 	struct account_step *steps;
 	unsigned nsteps;
 	bool journal_failed;
@@ -120,6 +127,55 @@ void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len);
 void account_msg_init_steps(struct account_msg *m, const char *key,
 			    size_t len, struct account_step *steps,
 			    unsigned n, void *user);
+
+/* ---- transfers: a saga across two accounts ----
+ *
+ * TRANSFER from to amount: the debit runs on the source's group and is
+ * journaled (" #d:XID:TO"); once it is durable, that handler sends the
+ * credit to the destination's group (agr_dispatcher_send from a
+ * handler), journaled there (" #t:XID:FROM"). If the credit is refused
+ * (the balance would overflow), its handler sends a refund back to the
+ * source (" #r:XID"). The transfer has ended when the last of its
+ * messages completes; until then the money is in flight, and the sum of
+ * the balances plus what is in flight never changes. A crash leaves a
+ * debit without its credit or refund: replay finds it (ledger_replay.h)
+ * and bank_resume_transfers() sends its credit again, which settles or
+ * refunds it.
+ */
+enum transfer_outcome {
+	TRANSFER_PENDING,    /* not ended (or a journal failed on the way) */
+	TRANSFER_SETTLED,    /* debited and credited */
+	TRANSFER_REFUSED,    /* the debit was refused: nothing changed */
+	TRANSFER_REFUNDED,   /* the credit was refused: money returned */
+	TRANSFER_UNFINISHED, /* stopped midway: replay finishes it */
+};
+
+#define XFER_ID_MAX 40
+
+struct transfer {
+	struct account_msg debit, credit, refund;
+	atomic_uint inflight; /* messages sent and not completed */
+	enum transfer_outcome outcome;
+	enum account_result refusal; /* REFUSED, REFUNDED: why */
+	long long from_balance;	     /* SETTLED: the source's, after */
+	bool recovery;		     /* resumed at startup: no client */
+	char id[XFER_ID_MAX + 1];
+};
+
+/*
+ * A transfer from `from` to `to` (valid, different account names) of
+ * amount > 0, with a new id; `user` goes to its messages. The sender
+ * sends x->debit and keeps x alive until transfer_message_done() says
+ * the transfer has ended.
+ */
+void transfer_init(struct transfer *x, const char *from, size_t flen,
+		   const char *to, size_t tlen, long long amount, void *user);
+
+/*
+ * The completion callback, for a message whose xfer is x: true if it
+ * was x's last (x->outcome is final; x is the sender's again).
+ */
+bool transfer_message_done(struct transfer *x);
 
 static inline struct account_msg *account_msg_of(agr_message *msg)
 {
@@ -150,6 +206,30 @@ uint64_t bank_changes(const struct bank *b);
 
 /* The number of open accounts; any thread (relaxed). */
 uint64_t bank_accounts(const struct bank *b);
+
+/* A transfer replay found open: debited, neither credited nor refunded. */
+struct open_transfer {
+	char id[REQID_MAX + 1];
+	char from[KEY_MAX + 1], to[KEY_MAX + 1];
+	long long amount;
+};
+
+/*
+ * Once the dispatcher has started: sends the credit of each open
+ * transfer again (they end on their own; no client waits for them).
+ * Returns how many were sent.
+ */
+unsigned bank_resume_transfers(struct bank *b, agr_dispatcher *disp,
+			       const struct open_transfer *open, unsigned n);
+
+/* Where a test makes the server kill itself (--crash-after). */
+enum crash_point {
+	CRASH_NEVER,
+	CRASH_AFTER_DEBIT,   /* the debit durable, its credit not sent */
+	CRASH_AFTER_CREDIT,  /* the credit durable, not yet completed */
+	CRASH_AFTER_REFUSAL, /* the credit refused, its refund not sent */
+};
+void bank_set_crash(struct bank *b, enum crash_point at);
 
 /* Closes the journals, frees the accounts; the workers have ended. */
 void bank_free(struct bank *b);

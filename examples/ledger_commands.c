@@ -165,6 +165,34 @@ static void run_set(const struct command_ctx *x)
 	to_account(x, OP_SET, v);
 }
 
+/* TRANSFER from to amount. */
+static void run_transfer(const struct command_ctx *x)
+{
+	const struct resp_arg *from = &x->cmd->argv[1], *to = &x->cmd->argv[2];
+	long long amount;
+
+	if (!account_key(x, from) || !account_key(x, to))
+		return;
+	if (from->len == to->len && memcmp(from->p, to->p, to->len) == 0) {
+		reply_error_out(x, "ERR a transfer needs two different "
+				   "accounts");
+		return;
+	}
+	if (!resp_parse_ll(x->cmd->argv[3].p, x->cmd->argv[3].len, &amount)) {
+		reply_error_out(x, "ERR value is not an integer or out of "
+				   "range");
+		return;
+	}
+	if (amount <= 0) {
+		reply_error_out(x, "ERR amount must be positive");
+		return;
+	}
+	x->out->kind = COMMAND_TRANSFER;
+	x->out->key = *from;
+	x->out->key2 = *to;
+	x->out->amount = amount;
+}
+
 /* MGET, EXISTS, DEL: one message per key (ledger_conn.c fans out). */
 static void run_keys(const struct command_ctx *x, enum account_op op,
 		     bool count)
@@ -379,6 +407,9 @@ static const struct command command_table[] = {
 	  run_withdraw },
 	{ "del", -2, false, 1, -1, 1, "write", "@keyspace @write @slow",
 	  "generic", "1.0.0", "Closes accounts.", run_del },
+	{ "transfer", 4, false, 1, 2, 1, RW, "@write @string @slow", "string",
+	  "1.0.0", "Moves an amount between two accounts (a saga).",
+	  run_transfer },
 	{ "exec", 1, false, 0, 0, 0, "noscript loading stale skip_slowlog",
 	  "@slow @transaction", "transactions", "1.2.0",
 	  "Executes a transaction on one account, atomically and durably.",
@@ -690,6 +721,30 @@ void command_txn_reply(const struct account_msg *m, int status,
 		n = step_reply(&m->steps[i], one);
 		buf_append(dst, one, n);
 	}
+}
+
+size_t command_transfer_reply(const struct transfer *x, char *dst)
+{
+	switch (x->outcome) {
+	case TRANSFER_SETTLED:
+		return fit(resp_encode_integer(dst, REPLY_MAX,
+					       x->from_balance));
+	case TRANSFER_REFUSED:
+		return x->refusal == ACCOUNT_OVERDRAFT ?
+			       error_reply(dst, "ERR insufficient funds") :
+			       error_reply(dst, "ERR internal error");
+	case TRANSFER_REFUNDED:
+		return error_reply(dst, "ERR transfer refused by the "
+				   "destination (its balance would "
+				   "overflow); refunded");
+	case TRANSFER_UNFINISHED:
+		return error_reply(dst, "ERR server is shutting down; the "
+				   "transfer completes at restart");
+	case TRANSFER_PENDING:
+		break;
+	}
+	return error_reply(dst, "ERR journal write failed; the transfer "
+			   "completes at restart if it was debited");
 }
 
 bool command_account_counts(const struct account_msg *m, int status)

@@ -6,7 +6,8 @@
  * replies here too. No I/O.
  *
  * Data: GET, MGET, EXISTS, SET key integer, DEL, INCRBY, DECRBY, INCR,
- * DECR, DBSIZE; MULTI, EXEC, DISCARD on one account. Connection: HELLO (protocol 2; 3 is refused with
+ * DECR, DBSIZE; MULTI, EXEC, DISCARD on one account; TRANSFER from to
+ * amount across two (ledger_accounts.h). Connection: HELLO (protocol 2; 3 is refused with
  * -NOPROTO), AUTH (with --requirepass), SELECT 0, CLIENT SETNAME,
  * GETNAME, ID, SETINFO, LIST, INFO, PING, ECHO, QUIT. Server: INFO,
  * COMMAND (COUNT, INFO, DOCS), CONFIG GET. The reply texts are Redis's.
@@ -80,6 +81,7 @@ enum command_kind {
 	COMMAND_ACCOUNT, /* send op on key with amount to the accounts */
 	COMMAND_KEYS,	 /* op on each of argv[1, argc): MGET, EXISTS, DEL */
 	COMMAND_TXN,	 /* EXEC: steps[0, nsteps) on key, as one message */
+	COMMAND_TRANSFER, /* amount from key to key2: a saga */
 	COMMAND_QUIT,	 /* answer `reply`, then close */
 };
 
@@ -88,6 +90,7 @@ struct command_outcome {
 	struct buf *reply;    /* the caller's; COMMAND_REPLY, QUIT */
 	enum account_op op;   /* ACCOUNT, KEYS */
 	struct resp_arg key;  /* ACCOUNT: points into the command */
+	struct resp_arg key2; /* TRANSFER: the destination */
 	long long amount;     /* ACCOUNT */
 	struct resp_arg reqid; /* ACCOUNT: REQID's id, or len 0 */
 	bool count;	      /* KEYS: reply the number found (else MGET) */
@@ -125,6 +128,9 @@ size_t command_account_reply(const struct account_msg *m, int status,
  */
 void command_txn_reply(const struct account_msg *m, int status,
 		       struct buf *dst);
+
+/* The reply to a transfer that has ended, into dst[REPLY_MAX]. */
+size_t command_transfer_reply(const struct transfer *x, char *dst);
 
 /* Whether a completed EXISTS or DEL message counts 1 (KEYS count). */
 bool command_account_counts(const struct account_msg *m, int status);

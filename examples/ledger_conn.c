@@ -76,6 +76,7 @@ struct request {
 	long long count;	/* a parent: of its children that counted */
 	char *big;		/* a reply longer than REPLY_MAX */
 	struct account_step *steps; /* EXEC: the transaction's commands */
+	struct transfer *xfer;	    /* TRANSFER */
 	struct account_msg am; /* msg.user = this */
 	char reply[REPLY_MAX];
 };
@@ -223,10 +224,20 @@ void front_completed(agr_message *msg, int status, void *arg)
 {
 	struct front *f = arg;
 	struct request *rq = msg->user;
+	struct transfer *x = account_msg_of(msg)->xfer;
 	agr_worker *w = agr_worker_current();
 	int ret;
 
-	if (rq->parent) {
+	if (x) { /* a saga: replies when its last message completes */
+		if (!transfer_message_done(x))
+			return;
+		if (x->recovery) {
+			free(x); /* resumed at startup: nobody waits */
+			return;
+		}
+		rq = x->debit.msg.user;
+		rq->reply_len = (unsigned)command_transfer_reply(x, rq->reply);
+	} else if (rq->parent) {
 		rq->counts = command_account_counts(&rq->am, status);
 	} else if (rq->steps) {
 		struct buf b = { 0 };
@@ -291,6 +302,24 @@ static void dispatch(struct conn *c, const struct command_outcome *o)
 		account_msg_set_reqid(&rq->am, o->reqid.p, o->reqid.len);
 	request_enqueue(c, rq);
 	request_send(c->wc->front, rq);
+}
+
+/* TRANSFER: a saga that starts with the debit (ledger_accounts.h). */
+static void dispatch_transfer(struct conn *c, const struct command_outcome *o)
+{
+	struct request *rq = request_new(c);
+	struct transfer *x = xcalloc(1, sizeof(*x));
+	int ret;
+
+	transfer_init(x, o->key.p, o->key.len, o->key2.p, o->key2.len,
+		      o->amount, rq);
+	rq->xfer = x;
+	request_enqueue(c, rq);
+	ret = agr_dispatcher_send(c->wc->front->disp, &x->debit.msg);
+	if (ret < 0) {
+		rq->reply_len = (unsigned)command_refused_reply(ret, rq->reply);
+		rq->ready = true;
+	}
 }
 
 /* EXEC: the transaction is one message to its account. */
@@ -365,6 +394,9 @@ static void conn_execute(struct conn *c, const struct resp_command *cmd)
 		return;
 	case COMMAND_TXN:
 		dispatch_txn(c, &out);
+		return;
+	case COMMAND_TRANSFER:
+		dispatch_transfer(c, &out);
 		return;
 	case COMMAND_REPLY:
 	case COMMAND_QUIT:
@@ -445,6 +477,7 @@ static void conn_collect(struct conn *c)
 				   rq->reply_len);
 		free(rq->big);
 		free(rq->steps);
+		free(rq->xfer);
 		free(rq);
 	}
 }

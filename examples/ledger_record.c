@@ -72,6 +72,9 @@ size_t record_encode(char *dst, const struct record *rec)
 	if (rec->reqid[0])
 		n += snprintf(dst + n, RECORD_MAX - (size_t)n, " #%c:%s",
 			      rec->reply, rec->reqid);
+	if (rec->reqid[0] && (rec->reply == 'd' || rec->reply == 't'))
+		n += snprintf(dst + n, RECORD_MAX - (size_t)n, ":%s",
+			      rec->peer);
 	return seal(dst, n);
 }
 
@@ -80,16 +83,29 @@ static bool parse_tag(const char *p, const char *end, struct record *rec)
 {
 	size_t len = (size_t)(end - p);
 
-	rec->reqid[0] = '\0';
+	const char *colon;
+	size_t idlen;
+
+	rec->reqid[0] = rec->peer[0] = '\0';
 	if (len == 0)
 		return true;
-	if (len < 5 || p[0] != ' ' || p[1] != '#' ||
-	    (p[2] != 'c' && p[2] != 's') || p[3] != ':' ||
-	    !reqid_valid(p + 4, len - 4))
+	if (len < 5 || p[0] != ' ' || p[1] != '#' || !strchr("cstdr", p[2]) ||
+	    p[3] != ':')
 		return false;
 	rec->reply = p[2];
-	memcpy(rec->reqid, p + 4, len - 4);
-	rec->reqid[len - 4] = '\0';
+	idlen = len - 4;
+	if (p[2] == 'd' || p[2] == 't') { /* XID:ACCOUNT; XID has no ':' */
+		colon = memchr(p + 4, ':', len - 4);
+		if (!colon || !key_valid(colon + 1, (size_t)(end - colon - 1)))
+			return false;
+		idlen = (size_t)(colon - p - 4);
+		memcpy(rec->peer, colon + 1, (size_t)(end - colon - 1));
+		rec->peer[end - colon - 1] = '\0';
+	}
+	if (!reqid_valid(p + 4, idlen))
+		return false;
+	memcpy(rec->reqid, p + 4, idlen);
+	rec->reqid[idlen] = '\0';
 	return true;
 }
 

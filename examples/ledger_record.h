@@ -8,7 +8,9 @@
  * or "close" (the account is closed: gone, as if it never was),
  * optionally followed by " #K:ID": the change was made by the request
  * of id ID, whose first reply was the balance after it (K 'c') or OK
- * (K 's'), remembered for its retries (ledger_accounts.h). One
+ * (K 's'), remembered for its retries (ledger_accounts.h); or
+ * " #d:XID:TO" (the debit of transfer XID to account TO), " #t:XID:FROM"
+ * (its credit), " #r:XID" (its refund to the debited account). One
  * record is one atomic change: a transaction's commands on one account
  * are journaled as the single record of their net effect. An account
  * name is 1 to KEY_MAX printable ASCII characters without spaces.
@@ -21,7 +23,7 @@
 
 #define KEY_MAX 128
 #define REQID_MAX 64 /* a request id: printable ASCII, no spaces */
-#define RECORD_MAX (KEY_MAX + REQID_MAX + 64)
+#define RECORD_MAX (2 * KEY_MAX + REQID_MAX + 64)
 
 /* Fills the CRC table; once, before any thread starts. */
 void record_init(void);
@@ -37,9 +39,14 @@ enum record_kind {
 struct record {
 	enum record_kind kind;
 	long long delta; /* RECORD_DELTA */
-	char reply;	 /* with reqid: 'c' (the balance) or 's' (OK) */
+	/*
+	 * With reqid: 'c' (reply: the balance) or 's' (OK), a request's;
+	 * 'd', 't', 'r': a transfer's debit, credit, refund, reqid its id.
+	 */
+	char reply;
 	char key[KEY_MAX + 1];
 	char reqid[REQID_MAX + 1]; /* "" when no request id */
+	char peer[KEY_MAX + 1];	   /* 'd': to; 't': from */
 };
 
 /* Whether [p, p + len) is a valid request id. */

@@ -57,6 +57,10 @@
  * --client-query-buffer-limit (16 MiB) while it is incomplete. A
  * protocol error is answered once, then the connection closes.
  *
+ * --crash-after debit|credit|refusal, for tests: the server kills
+ * itself (SIGKILL) at that step of the first TRANSFER that reaches it,
+ * so that a restart shows the saga finished or compensated.
+ *
  * Threads and rings. One supplier, one scheduler ("bank"/"Account") of
  * N workers, each a thread with its own io_uring ring, and one
  * dispatcher with G groups on top. Worker 0 also runs the acceptor (a
@@ -156,6 +160,7 @@ struct config {
 	const char *worker_cpus; /* "auto", "none" or a CPU list */
 	const char *requirepass; /* NULL: none */
 	long long maxclients, max_bulk, query_buf_max;
+	enum crash_point crash_after; /* tests: die there (SIGKILL) */
 };
 
 struct server {
@@ -365,6 +370,14 @@ static void start_server(struct server *srv)
 	ret = agr_dispatcher_start(srv->disp);
 	if (ret)
 		die("agr_dispatcher_start: %s", agr_strerror(ret));
+	bank_set_crash(srv->bank, srv->cfg.crash_after);
+	if (srv->replayed.nopen)
+		printf("ledger_server: resuming %u open transfers (%lld in "
+		       "flight)\n",
+		       bank_resume_transfers(srv->bank, srv->disp,
+					     srv->replayed.open,
+					     srv->replayed.nopen),
+		       srv->replayed.in_flight);
 	start_watchdog(srv);
 	srv->cmd.workers = srv->nworkers; /* before the first connection */
 	srv->cmd.groups = srv->ngroups;
@@ -460,6 +473,7 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 static void free_server(struct server *srv)
 {
 	free(srv->replayed.ends);
+	free(srv->replayed.open);
 	bank_free(srv->bank);
 	front_free(srv->front);
 	if (srv->metrics)
@@ -498,6 +512,7 @@ static const char usage_text[] =
 	"                     [--requirepass PASSWORD] [--maxclients N]\n"
 	"                     [--proto-max-bulk-len BYTES] "
 	"[--client-query-buffer-limit BYTES]\n"
+	"                     [--crash-after debit|credit|refusal]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
 	"--groups 4096\n"
 	"            --shutdown-timeout 10, no metrics, no watchdog, "
@@ -522,6 +537,7 @@ static void parse_option(int ch, struct config *c)
 {
 	static const char *const io[] = { "direct", "buffered" };
 	static const char *const sync[] = { "dsync", "fdatasync" };
+	static const char *const crash[] = { "debit", "credit", "refusal" };
 	long secs;
 
 	switch (ch) {
@@ -551,6 +567,10 @@ static void parse_option(int ch, struct config *c)
 			opts_bad();
 		c->worker_cpus = optarg;
 		break;
+	case 'X':
+		c->crash_after = (enum crash_point)(choice(optarg, crash, 3) +
+						    CRASH_AFTER_DEBIT);
+		break;
 	case 'a': c->requirepass = optarg[0] ? optarg : NULL; break;
 	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;
 	case 'B': c->max_bulk = opts_number(optarg, 1, 1L << 30); break;
@@ -576,6 +596,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "journal-sync", required_argument, NULL, 'J' },
 		{ "worker-cpus", required_argument, NULL, 'C' },
 		{ "requirepass", required_argument, NULL, 'a' },
+		{ "crash-after", required_argument, NULL, 'X' },
 		{ "maxclients", required_argument, NULL, 'M' },
 		{ "proto-max-bulk-len", required_argument, NULL, 'B' },
 		{ "client-query-buffer-limit", required_argument, NULL, 'Q' },
@@ -595,7 +616,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 			      .metrics_port = -1, .worker_cpus = "auto",
 			      .maxclients = 10000, .max_bulk = 8 << 20,
 			      .query_buf_max = 16 << 20 };
-	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:h",
+	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:h",
 				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)

@@ -54,7 +54,8 @@ expect() {
 # wait_lines FILE N: at most 20 s for FILE to have N lines.
 wait_lines() {
 	i=0
-	while [ "$(wc -l <"$1")" -lt "$2" ]; do
+	# (The file may not exist yet: the redirection is the job's.)
+	while [ "$(cat "$1" 2>/dev/null | wc -l)" -lt "$2" ]; do
 		i=$((i + 1))
 		[ $i -le 400 ] || fail "$1: fewer than $2 lines in 20 s"
 		sleep 0.05
