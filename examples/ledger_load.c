@@ -34,7 +34,9 @@
  * and failed counts. A failed fetch makes the exit status 1.
  *
  * A client need not use aggring: this one is a plain epoll loop on one
- * thread, with non-blocking sockets.
+ * thread, with non-blocking sockets. Its RESP is hiredis's (the request
+ * encoder and the reply reader), not the server's resp.c, so that a bug
+ * in either cannot hide on both sides.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -52,11 +54,12 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <hiredis.h>
+
 #include "buf.h"
 #include "load_metrics.h"
 #include "net.h"
 #include "opts.h"
-#include "resp.h"
 #include "util.h"
 
 #define NAME_MAX_LEN 128
@@ -90,7 +93,8 @@ struct inflight {
 
 struct conn {
 	int fd;
-	struct buf out, in;
+	redisReader *reader; /* the replies, as hiredis parses them */
+	struct buf out;
 	size_t out_sent;
 	struct inflight *q; /* ring of `pipeline` entries */
 	unsigned qhead, qlen;
@@ -132,18 +136,15 @@ static uint64_t next_random(uint64_t *s)
 
 /* ---- requests ---- */
 
-static void send_command(struct conn *c, int argc, const struct resp_arg *a)
+static void send_command(struct conn *c, int argc, const char **argv)
 {
-	size_t n = resp_encode_command(NULL, 0, argc, a);
+	char *cmd;
+	int n = redisFormatCommandArgv(&cmd, argc, argv, NULL);
 
-	buf_reserve(&c->out, n, 4096);
-	resp_encode_command(c->out.p + c->out.len, n, argc, a);
-	c->out.len += n;
-}
-
-static struct resp_arg arg_of(const char *s)
-{
-	return (struct resp_arg){ s, strlen(s) };
+	if (n < 0)
+		die("out of memory");
+	buf_append(&c->out, cmd, (size_t)n);
+	redisFreeCommand(cmd);
 }
 
 static struct inflight *push_inflight(struct load *l, struct conn *c)
@@ -159,7 +160,7 @@ static struct inflight *push_inflight(struct load *l, struct conn *c)
 
 static void send_get(struct load *l, struct conn *c, long account)
 {
-	struct resp_arg a[2] = { arg_of("GET"), arg_of(l->names[account]) };
+	const char *a[2] = { "GET", l->names[account] };
 	struct inflight *f = push_inflight(l, c);
 
 	f->kind = K_GET;
@@ -180,7 +181,7 @@ static void send_random(struct load *l, struct conn *c)
 	long long amount = 1 + (long long)((r >> 40) % 100);
 	long long *bal = &l->balance[account];
 	unsigned pick = (unsigned)(r % 100);
-	struct resp_arg a[3];
+	const char *a[3];
 	struct inflight *f;
 	char num[24];
 
@@ -192,20 +193,20 @@ static void send_random(struct load *l, struct conn *c)
 	f = push_inflight(l, c);
 	f->account = account;
 	snprintf(num, sizeof(num), "%lld", amount);
-	a[1] = arg_of(l->names[account]);
-	a[2] = arg_of(num);
+	a[1] = l->names[account];
+	a[2] = num;
 	if (pick < 65) {
 		l->st.deposits++;
 		f->kind = K_DEPOSIT;
 		*bal += amount;
-		a[0] = arg_of("INCRBY");
+		a[0] = "INCRBY";
 	} else {
 		l->st.withdrawals++;
 		f->kind = K_WITHDRAW;
 		f->refusal = amount > *bal;
 		if (!f->refusal)
 			*bal -= amount;
-		a[0] = arg_of("DECRBY");
+		a[0] = "DECRBY";
 	}
 	f->expect = *bal;
 	send_command(c, 3, a);
@@ -224,36 +225,73 @@ static void fill(struct load *l, struct conn *c)
 
 /* ---- replies ---- */
 
+/* The first byte RESP2 gives a reply of r's type. */
+static char type_char(const redisReply *r)
+{
+	switch (r->type) {
+	case REDIS_REPLY_STATUS: return '+';
+	case REDIS_REPLY_ERROR: return '-';
+	case REDIS_REPLY_INTEGER: return ':';
+	case REDIS_REPLY_STRING: return '$';
+	default: return '?';
+	}
+}
+
 static void mismatch(struct load *l, const struct inflight *f,
-		     const struct resp_reply *r, const char *want)
+		     const redisReply *r, const char *want)
 {
 	static const char *const names[] = { "GET", "INCRBY", "DECRBY" };
 
 	if (l->st.mismatches++ >= REPORT_MAX)
 		return;
-	if (r->type == RESP_T_NIL || r->type == RESP_T_ARRAY)
+	if (r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_ARRAY)
 		fprintf(stderr, "ledger_load: %s %s: expected %s, got %s\n",
 			names[f->kind], l->names[f->account], want,
-			r->type == RESP_T_NIL ? "nil" : "an array");
+			r->type == REDIS_REPLY_NIL ? "nil" : "an array");
+	else if (r->type == REDIS_REPLY_INTEGER)
+		fprintf(stderr, "ledger_load: %s %s: expected %s, got ':%lld'\n",
+			names[f->kind], l->names[f->account], want,
+			r->integer);
 	else
 		fprintf(stderr, "ledger_load: %s %s: expected %s, got "
 			"'%c%.*s'\n", names[f->kind], l->names[f->account],
-			want, r->type, (int)(r->len < 60 ? r->len : 60),
+			want, type_char(r), (int)(r->len < 60 ? r->len : 60),
 			r->str);
 }
 
-/* The value of a GET reply: nil is an account without events, 0. */
-static bool read_balance(const struct resp_reply *r, long long *v)
+/*
+ * A decimal balance, strictly: digits with an optional '-', nothing
+ * else (strtoll alone would take spaces and a '+').
+ */
+static bool parse_balance(const char *p, size_t len, long long *v)
 {
-	if (r->type == RESP_T_NIL) {
+	char num[24], *end;
+	size_t i;
+
+	if (len == 0 || len >= sizeof(num))
+		return false;
+	for (i = 0; i < len; i++)
+		if (!(p[i] >= '0' && p[i] <= '9') && !(i == 0 && p[i] == '-'))
+			return false;
+	memcpy(num, p, len);
+	num[len] = '\0';
+	errno = 0;
+	*v = strtoll(num, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* The value of a GET reply: nil is an account without events, 0. */
+static bool read_balance(const redisReply *r, long long *v)
+{
+	if (r->type == REDIS_REPLY_NIL) {
 		*v = 0;
 		return true;
 	}
-	return r->type == RESP_T_BULK && resp_parse_ll(r->str, r->len, v);
+	return r->type == REDIS_REPLY_STRING && parse_balance(r->str, r->len, v);
 }
 
 static void check_get(struct load *l, struct inflight *f,
-		      const struct resp_reply *r)
+		      const redisReply *r)
 {
 	char want[32];
 	long long v;
@@ -273,13 +311,14 @@ static void check_get(struct load *l, struct inflight *f,
 }
 
 static void check_change(struct load *l, struct inflight *f,
-			 const struct resp_reply *r)
+			 const redisReply *r)
 {
 	static const char refusal[] = "ERR insufficient funds";
 	char want[40];
 
 	if (f->refusal) {
-		if (r->type == RESP_T_ERROR && r->len == sizeof(refusal) - 1 &&
+		if (r->type == REDIS_REPLY_ERROR &&
+		    r->len == sizeof(refusal) - 1 &&
 		    memcmp(r->str, refusal, r->len) == 0) {
 			l->st.refused++;
 			return;
@@ -287,14 +326,13 @@ static void check_change(struct load *l, struct inflight *f,
 		mismatch(l, f, r, "-ERR insufficient funds");
 		return;
 	}
-	if (r->type == RESP_T_INTEGER && r->integer == f->expect)
+	if (r->type == REDIS_REPLY_INTEGER && r->integer == f->expect)
 		return;
 	snprintf(want, sizeof(want), ":%lld", f->expect);
 	mismatch(l, f, r, want);
 }
 
-static void on_reply(struct load *l, struct conn *c,
-		     const struct resp_reply *r)
+static void on_reply(struct load *l, struct conn *c, const redisReply *r)
 {
 	struct inflight *f = &c->q[c->qhead];
 	uint64_t t = now_ns();
@@ -311,36 +349,39 @@ static void on_reply(struct load *l, struct conn *c,
 	c->qlen--;
 }
 
+/* Hands one reply after another from hiredis's reader to on_reply. */
+static void take_replies(struct load *l, struct conn *c)
+{
+	void *reply;
+
+	for (;;) {
+		if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
+			die("the server sent something that is not RESP2: %s",
+			    c->reader->errstr);
+		if (!reply)
+			return;
+		on_reply(l, c, reply);
+		freeReplyObject(reply);
+	}
+}
+
 /* Reads what arrived and matches replies to requests, in order. */
 static void receive(struct load *l, struct conn *c)
 {
-	struct resp_reply r;
-	size_t pos, used;
+	char in[16384];
 	ssize_t n;
 
 	for (;;) {
-		buf_reserve(&c->in, 16384, 4096);
-		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
+		n = read(c->fd, in, sizeof(in));
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
 		if (n <= 0)
 			die("the server closed a connection%s%s",
 			    n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
-		c->in.len += (size_t)n;
+		if (redisReaderFeed(c->reader, in, (size_t)n) != REDIS_OK)
+			die("hiredis: %s", c->reader->errstr);
+		take_replies(l, c);
 	}
-	pos = 0;
-	for (;;) {
-		enum resp_status s = resp_parse_reply(
-			c->in.p + pos, c->in.len - pos, &r, &used);
-
-		if (s == RESP_MORE)
-			break;
-		if (s == RESP_PROTOCOL)
-			die("the server sent something that is not RESP2");
-		on_reply(l, c, &r);
-		pos += used;
-	}
-	buf_consume(&c->in, pos);
 }
 
 /* ---- the loop ---- */
@@ -456,6 +497,9 @@ static void open_connections(struct load *l)
 		struct conn *c = &l->conns[i];
 
 		c->fd = connect_to(l->cfg.port);
+		c->reader = redisReaderCreate();
+		if (!c->reader)
+			die("out of memory");
 		c->q = xcalloc((size_t)l->cfg.pipeline, sizeof(*c->q));
 		c->accounts = xcalloc((size_t)(l->naccounts / l->nconns + 1),
 				      sizeof(long));
@@ -639,7 +683,7 @@ static void free_load(struct load *l)
 	for (i = 0; i < l->nconns; i++) {
 		close(l->conns[i].fd);
 		free(l->conns[i].out.p);
-		free(l->conns[i].in.p);
+		redisReaderFree(l->conns[i].reader);
 		free(l->conns[i].q);
 		free(l->conns[i].accounts);
 	}
