@@ -4,7 +4,7 @@
  *
  *   ledger_load --port P [--connections C] [--requests N] [--accounts K]
  *               [--pipeline D] [--seed S] [--prefix STR]
- *               [--expect-out FILE] [--metrics-port M]
+ *               [--expect-out FILE] [--metrics-port M] [--transfers T]
  *   ledger_load --port P --check FILE [--connections C] [--metrics-port M]
  *
  * A load run has three phases over C connections, each keeping up to D
@@ -21,6 +21,12 @@
  * new balance, the refusal of a withdrawal larger than the balance
  * ("-ERR insufficient funds"), the balance a GET must see. Every reply
  * is compared with that, not just the final balances.
+ *
+ * --transfers T adds two phases after the check: T TRANSFERs between
+ * random accounts of any connection, whose replies must each be the
+ * source's new balance (an integer >= 0) or "-ERR insufficient funds",
+ * then a GET of every account: the sum of the balances must be what
+ * the check phase found, since a transfer moves money and makes none.
  *
  * --expect-out writes "ACCOUNT BALANCE" lines at the end; --check reads
  * such a file and only runs phase 3, e.g. against a restarted server.
@@ -77,10 +83,11 @@ struct config {
 	const char *prefix;
 	const char *expect_out;
 	const char *check;
+	long transfers;
 };
 
-enum kind { K_GET, K_DEPOSIT, K_WITHDRAW };
-enum phase { P_READ, P_LOAD, P_CHECK };
+enum kind { K_GET, K_DEPOSIT, K_WITHDRAW, K_TRANSFER };
+enum phase { P_READ, P_LOAD, P_CHECK, P_TRANSFER, P_SUM };
 
 /* A request sent and not yet answered, with the answer it must get. */
 struct inflight {
@@ -109,6 +116,8 @@ struct conn {
 struct stats {
 	long deposits, withdrawals, refused, reads;
 	long mismatches, balances_ok, balances_bad;
+	long transfers, transfers_refused;
+	long long sum_before, sum_after; /* of the balances, --transfers */
 };
 
 struct load {
@@ -212,12 +221,35 @@ static void send_random(struct load *l, struct conn *c)
 	send_command(c, 3, a);
 }
 
+/* A TRANSFER between two random accounts of any connection. */
+static void send_transfer(struct load *l, struct conn *c)
+{
+	uint64_t r = next_random(&c->rng);
+	long from = (long)((r >> 8) % (uint64_t)l->naccounts);
+	long to = (long)((r >> 24) % (uint64_t)(l->naccounts - 1));
+	struct inflight *f = push_inflight(l, c);
+	const char *a[4];
+	char num[24];
+
+	to += to >= from; /* never the source itself */
+	snprintf(num, sizeof(num), "%lld", 1 + (long long)((r >> 40) % 100));
+	f->kind = K_TRANSFER;
+	f->account = from;
+	a[0] = "TRANSFER";
+	a[1] = l->names[from];
+	a[2] = l->names[to];
+	a[3] = num;
+	send_command(c, 4, a);
+}
+
 /* Fills the connection's pipeline for the current phase. */
 static void fill(struct load *l, struct conn *c)
 {
 	while (c->to_send > 0 && c->qlen < (unsigned)l->cfg.pipeline) {
 		if (l->phase == P_LOAD)
 			send_random(l, c);
+		else if (l->phase == P_TRANSFER)
+			send_transfer(l, c);
 		else
 			send_get(l, c, c->accounts[c->next_account++]);
 	}
@@ -240,7 +272,8 @@ static char type_char(const redisReply *r)
 static void mismatch(struct load *l, const struct inflight *f,
 		     const redisReply *r, const char *want)
 {
-	static const char *const names[] = { "GET", "INCRBY", "DECRBY" };
+	static const char *const names[] = { "GET", "INCRBY", "DECRBY",
+					     "TRANSFER" };
 
 	if (l->st.mismatches++ >= REPORT_MAX)
 		return;
@@ -297,8 +330,9 @@ static void check_get(struct load *l, struct inflight *f,
 	long long v;
 	bool ok = read_balance(r, &v);
 
-	if (l->phase == P_READ && ok) {
+	if ((l->phase == P_READ || l->phase == P_SUM) && ok) {
 		l->balance[f->account] = v; /* where this run starts */
+		l->st.sum_after += l->phase == P_SUM ? v : 0;
 		return;
 	}
 	if (ok && v == f->expect) {
@@ -332,6 +366,22 @@ static void check_change(struct load *l, struct inflight *f,
 	mismatch(l, f, r, want);
 }
 
+static void check_transfer(struct load *l, struct inflight *f,
+			   const redisReply *r)
+{
+	static const char refusal[] = "ERR insufficient funds";
+
+	l->st.transfers++;
+	if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+		return;
+	if (r->type == REDIS_REPLY_ERROR && r->len == sizeof(refusal) - 1 &&
+	    memcmp(r->str, refusal, r->len) == 0) {
+		l->st.transfers_refused++;
+		return;
+	}
+	mismatch(l, f, r, "a balance or -ERR insufficient funds");
+}
+
 static void on_reply(struct load *l, struct conn *c, const redisReply *r)
 {
 	struct inflight *f = &c->q[c->qhead];
@@ -343,6 +393,8 @@ static void on_reply(struct load *l, struct conn *c, const redisReply *r)
 		l->latency[l->nlatency++] = t - f->sent_ns;
 	if (f->kind == K_GET)
 		check_get(l, f, r);
+	else if (f->kind == K_TRANSFER)
+		check_transfer(l, f, r);
 	else
 		check_change(l, f, r);
 	c->qhead = (c->qhead + 1) % (unsigned)l->cfg.pipeline;
@@ -443,6 +495,9 @@ static void run_phase(struct load *l, enum phase phase)
 		if (phase == P_LOAD)
 			c->to_send = l->cfg.requests / l->nconns +
 				     (i < l->cfg.requests % l->nconns);
+		if (phase == P_TRANSFER)
+			c->to_send = l->cfg.transfers / l->nconns +
+				     (i < l->cfg.transfers % l->nconns);
 		fill(l, c);
 		transmit(l, c);
 	}
@@ -604,6 +659,24 @@ static void report_load(struct load *l, double seconds)
 	       l->st.withdrawals, l->st.refused, l->st.reads);
 }
 
+/* --transfers: T transfers, then the sum of every balance again. */
+static int run_transfers(struct load *l)
+{
+	long a;
+	bool ok;
+
+	for (a = 0; a < l->naccounts; a++)
+		l->st.sum_before += l->balance[a];
+	run_phase(l, P_TRANSFER);
+	run_phase(l, P_SUM);
+	ok = l->st.mismatches == 0 && l->st.sum_after == l->st.sum_before;
+	printf("ledger_load: %ld transfers (%ld refused: insufficient "
+	       "funds); the balances sum to %lld, before %lld: %s\n",
+	       l->st.transfers, l->st.transfers_refused, l->st.sum_after,
+	       l->st.sum_before, ok ? "OK" : "FAILED");
+	return ok ? 0 : 1;
+}
+
 static int report_check(const struct load *l)
 {
 	bool ok = l->st.mismatches == 0 && l->st.balances_bad == 0 &&
@@ -622,7 +695,7 @@ static const char usage_text[] =
 	" [--accounts K]\n"
 	"                   [--pipeline D] [--seed S] [--prefix STR]"
 	" [--expect-out FILE]\n"
-	"                   [--metrics-port M]\n"
+	"                   [--metrics-port M] [--transfers T]\n"
 	"       ledger_load --port P --check FILE [--connections C]"
 	" [--metrics-port M]\n";
 
@@ -639,6 +712,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "expect-out", required_argument, NULL, 'o' },
 		{ "check", required_argument, NULL, 'C' },
 		{ "metrics-port", required_argument, NULL, 'M' },
+		{ "transfers", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -647,7 +721,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 	*c = (struct config){ .connections = 32, .requests = 200000,
 			      .accounts = 1000, .pipeline = 16, .seed = 1,
 			      .prefix = "acct:" };
-	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:h", opts,
+	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:T:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p': c->port = (int)opts_number(optarg, 1, 65535); break;
@@ -666,6 +740,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		case 'M':
 			c->metrics_port = (int)opts_number(optarg, 1, 65535);
 			break;
+		case 'T': c->transfers = opts_number(optarg, 1, 1L << 40); break;
 		case 'h': opts_help();
 		default: opts_bad();
 		}
@@ -720,6 +795,8 @@ int main(int argc, char **argv)
 	}
 	run_phase(&l, P_CHECK);
 	ret = report_check(&l);
+	if (l.cfg.transfers && l.naccounts > 1 && run_transfers(&l) != 0)
+		ret = 1;
 	if (l.cfg.metrics_port && report_server(l.cfg.metrics_port) != 0)
 		ret = 1;
 	if (l.cfg.expect_out)
