@@ -41,7 +41,6 @@
 struct server_stats {
 	uint64_t connected, connections, rejected, commands;
 	uint64_t protocol_errors, accounts, changes, overdrafts;
-	bool journal_ok;
 };
 
 /* The server, as the commands see it; set up once, then read only. */

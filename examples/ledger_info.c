@@ -94,9 +94,8 @@ static void info_persistence(struct info_text *t,
 	add(t, "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\n"
 	    "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"
 	    "aof_enabled:1\r\naof_rewrite_in_progress:0\r\n"
-	    "aof_last_write_status:%s\r\nappendfsync:always\r\n"
-	    "journal_changes:%" PRIu64 "\r\n\r\n",
-	    st->journal_ok ? "ok" : "err", st->changes);
+	    "appendfsync:always\r\njournal_changes:%" PRIu64 "\r\n\r\n",
+	    st->changes);
 }
 
 static void info_stats(struct info_text *t, const struct server_stats *st)
@@ -104,7 +103,7 @@ static void info_stats(struct info_text *t, const struct server_stats *st)
 	add(t, "# Stats\r\ntotal_connections_received:%" PRIu64 "\r\n"
 	    "total_commands_processed:%" PRIu64 "\r\n"
 	    "rejected_connections:%" PRIu64 "\r\n"
-	    "total_error_replies:0\r\nprotocol_errors:%" PRIu64 "\r\n"
+	    "protocol_errors:%" PRIu64 "\r\n"
 	    "overdrafts_refused:%" PRIu64 "\r\n\r\n",
 	    st->connections, st->commands, st->rejected,
 	    st->protocol_errors, st->overdrafts);

@@ -52,7 +52,8 @@ static void match_transfers(struct transfer_log *t, struct replay_result *r)
 {
 	size_t i;
 
-	qsort(t->ended, t->nended, sizeof(*t->ended), id_cmp);
+	if (t->nended)
+		qsort(t->ended, t->nended, sizeof(*t->ended), id_cmp);
 	for (i = 0; i < t->ndebits; i++) {
 		if (t->nended && bsearch(t->debits[i].id, t->ended, t->nended,
 					 sizeof(*t->ended), id_cmp))
@@ -160,7 +161,8 @@ static void count_account(void *arg, const char *key, long long balance)
 
 	(void)key;
 	r->accounts++;
-	r->total += balance;
+	r->total_overflow |= __builtin_add_overflow(r->total, balance,
+						    &r->total);
 	r->negative += balance < 0;
 }
 
@@ -197,6 +199,7 @@ int replay_verify(const char *dir, const char *dump)
 {
 	struct accounts *accounts = accounts_new(64);
 	struct replay_result r;
+	char total[32];
 	FILE *f;
 
 	replay_journals(dir, accounts, false, &r);
@@ -208,10 +211,14 @@ int replay_verify(const char *dir, const char *dump)
 		if (fclose(f) != 0)
 			die("%s: %s", dump, strerror(errno));
 	}
+	if (r.total_overflow)
+		snprintf(total, sizeof(total), "over 2^63");
+	else
+		snprintf(total, sizeof(total), "%lld", r.total);
 	printf("verify: %u journals, %" PRIu64 " events, %" PRIu64
-	       " accounts, total balance %lld, %u open transfers (%lld in "
+	       " accounts, total balance %s, %u open transfers (%lld in "
 	       "flight), %" PRIu64 " torn bytes: %s\n",
-	       r.journals, r.events, r.accounts, r.total, r.nopen,
+	       r.journals, r.events, r.accounts, total, r.nopen,
 	       r.in_flight, r.torn_bytes,
 	       r.negative ? "FAILED (negative balances)" : "OK");
 	accounts_free(accounts);

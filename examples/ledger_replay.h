@@ -27,6 +27,7 @@ struct replay_result {
 	uint64_t events, torn_bytes;
 	uint64_t accounts, negative; /* accounts, those below zero */
 	long long total;	     /* the sum of the balances */
+	bool total_overflow;	     /* ...which does not fit total */
 	uint64_t *ends; /* [nends]: journal-I.log's whole records end here */
 	unsigned nends;
 	/* Transfers debited but neither credited nor refunded: */

@@ -42,8 +42,11 @@
  * which.
  *
  * Commands (ledger_commands.h): GET, MGET, EXISTS, SET account
- * integer, DEL, INCRBY, DECRBY, INCR, DECR, DBSIZE; HELLO 2, AUTH,
- * SELECT 0, CLIENT, PING, ECHO, QUIT; INFO, COMMAND, CONFIG GET.
+ * integer, DEL, INCRBY, DECRBY, INCR, DECR, DBSIZE; MULTI, EXEC,
+ * DISCARD on one account (one journal record); TRANSFER from to amount
+ * (a saga, ledger_accounts.h); REQID on writes (idempotent retries);
+ * HELLO 2, AUTH, SELECT 0, CLIENT, PING, ECHO, QUIT; INFO, COMMAND,
+ * CONFIG GET.
  * Amounts are positive; a withdrawal that would make the balance
  * negative is refused with "-ERR insufficient funds" and journals
  * nothing. GET of an account that never had an event is nil, as redis
@@ -196,7 +199,6 @@ static void server_stats(void *arg, struct server_stats *st)
 		.accounts = bank_accounts(srv->bank),
 		.changes = bank_changes(srv->bank),
 		.overdrafts = bank_overdrafts(srv->bank),
-		.journal_ok = true,
 	};
 }
 
