@@ -21,10 +21,21 @@
 #define BATCH_MIN (64 * 1024)
 
 /*
+ * Testing only (tests/check_crash_states_planted): a planted bug that
+ * tells a batch's waiters once its write completes, with no RWF_DSYNC
+ * and no fdatasync, so that the crash-state checker must catch it.
+ */
+#ifdef JOURNAL_PLANT_EARLY_ACK
+#define EARLY_ACK true
+#else
+#define EARLY_ACK false
+#endif
+
+/*
  * The zeros a direct journal writes ahead, shared by every journal:
  * opened and closed on the main thread, only read by the workers.
  */
-static char *zeros;
+static void *zeros;
 static unsigned zeros_users;
 
 static uint64_t round_down(uint64_t n)
@@ -48,6 +59,20 @@ static void batch_reset(struct journal_batch *b)
 static void journal_written(int res, void *arg);
 static void journal_synced(int res, void *arg);
 static void journal_schedule(struct journal *j);
+
+static void trace_issued(const struct journal *j, enum journal_stream s,
+			 const void *p, size_t len, uint64_t at, bool dsync)
+{
+	if (j->trace)
+		j->trace->issued(j->trace->arg, s, p, len, at, dsync);
+}
+
+static void trace_completed(const struct journal *j, enum journal_stream s,
+			    int res)
+{
+	if (j->trace)
+		j->trace->completed(j->trace->arg, s, res);
+}
 
 /* ---- zeros ahead of the records (direct only) ---- */
 
@@ -74,16 +99,20 @@ static void zero_written(int res, void *arg)
 {
 	struct journal *j = arg;
 
+	trace_completed(j, JOURNAL_STREAM_ZEROS, res);
 	if (res != (int)JOURNAL_ZERO_CHUNK ||
 	    agr_io_fsync(agr_worker_current(), j->fd, AGR_IO_DATASYNC,
 			 zero_filled, j) < 0)
 		zero_fill_over(j, true);
+	else
+		trace_issued(j, JOURNAL_STREAM_ZEROS, NULL, 0, 0, false);
 }
 
 static void zero_filled(int res, void *arg)
 {
 	struct journal *j = arg;
 
+	trace_completed(j, JOURNAL_STREAM_ZEROS, res);
 	if (res == 0) {
 		j->zeroed = j->zero_at + JOURNAL_ZERO_CHUNK;
 		j->zero_fills++;
@@ -104,11 +133,14 @@ static void zero_fill_maybe(struct journal *j)
 	    j->offset < j->zero_retry_at)
 		return;
 	j->zero_at = round_up(j->zeroed > j->offset ? j->zeroed : j->offset);
-	if (agr_io_write(agr_worker_current(), j->fd, zeros,
-			 JOURNAL_ZERO_CHUNK, j->zero_at, zero_written, j) == 0)
+	if (agr_io_write(agr_worker_current(), j->fd, zeros, JOURNAL_ZERO_CHUNK,
+			 j->zero_at, zero_written, j) == 0) {
 		j->zeroing = true;
-	else
+		trace_issued(j, JOURNAL_STREAM_ZEROS, zeros, JOURNAL_ZERO_CHUNK,
+			     j->zero_at, false);
+	} else {
 		zero_fill_over(j, true);
+	}
 }
 
 /* ---- batches ---- */
@@ -129,11 +161,11 @@ static int stage_batch(struct journal *j)
 	size_t len = j->tail_len + b->len, size = round_up(len);
 
 	if (size > j->stage_cap) {
-		char *p = aligned_alloc(JOURNAL_BLOCK, size * 2);
+		void *p;
 
-		if (!p)
+		if (agr_dio_alloc(size * 2, JOURNAL_BLOCK, &p) < 0)
 			return -ENOMEM;
-		free(j->stage);
+		agr_dio_free(j->stage);
 		j->stage = p;
 		j->stage_cap = size * 2;
 	}
@@ -156,6 +188,7 @@ static int write_more(struct journal *j)
 	const char *p;
 	uint64_t at;
 	unsigned len = (unsigned)(write_size(j) - j->written);
+	bool dsync = !j->no_dsync && !EARLY_ACK;
 	struct io_uring_sqe *sqe;
 	int ret;
 
@@ -166,14 +199,16 @@ static int write_more(struct journal *j)
 		p = j->flushing->data + j->written;
 		at = j->offset + j->written;
 	}
-	if (j->no_dsync)
-		return agr_io_write(w, j->fd, p, len, at, journal_written, j);
-	ret = agr_io_sqe(w, journal_written, j, &sqe);
-	if (ret < 0)
-		return ret;
-	io_uring_prep_write(sqe, j->fd, p, len, at);
-	sqe->rw_flags = RWF_DSYNC;
-	return 0;
+	if (!dsync) {
+		ret = agr_io_write(w, j->fd, p, len, at, journal_written, j);
+	} else if ((ret = agr_io_sqe(w, journal_written, j, &sqe)) == 0) {
+		io_uring_prep_write(sqe, j->fd, p, len, at);
+		sqe->rw_flags = RWF_DSYNC;
+		ret = agr_io_sqe_commit(w); /* prepared: may go early */
+	}
+	if (ret == 0)
+		trace_issued(j, JOURNAL_STREAM_BATCH, p, len, at, dsync);
+	return ret;
 }
 
 /* Makes the gathered batch the one in flight and writes it. */
@@ -315,12 +350,20 @@ static bool switch_way(struct journal *j, int res)
 	return res == -EINVAL && fall_back_to_buffered(j);
 }
 
+/* The fdatasync after a batch's write is over. */
+static void batch_fsynced(int res, void *arg)
+{
+	trace_completed(arg, JOURNAL_STREAM_BATCH, res);
+	journal_synced(res, arg);
+}
+
 static void journal_written(int res, void *arg)
 {
 	struct journal *j = arg;
 	size_t before = j->written;
 	int ret;
 
+	trace_completed(j, JOURNAL_STREAM_BATCH, res);
 	if (switch_way(j, res)) {
 		ret = write_more(j); /* the same bytes, the other way */
 		if (ret < 0)
@@ -338,12 +381,12 @@ static void journal_written(int res, void *arg)
 		ret = -EIO;
 	else if (j->written < write_size(j))
 		ret = write_more(j); /* a short write: go on */
-	else if (!j->no_dsync) {
+	else if (!j->no_dsync || EARLY_ACK) {
 		journal_synced(0, j); /* RWF_DSYNC: durable already */
 		return;
-	} else
-		ret = agr_io_fsync(agr_worker_current(), j->fd,
-				   AGR_IO_DATASYNC, journal_synced, j);
+	} else if ((ret = agr_io_fsync(agr_worker_current(), j->fd,
+				       AGR_IO_DATASYNC, batch_fsynced, j)) == 0)
+		trace_issued(j, JOURNAL_STREAM_BATCH, NULL, 0, 0, false);
 	if (ret < 0)
 		journal_fail(j, ret);
 }
@@ -431,14 +474,24 @@ static int read_tail(struct journal *j)
 static int open_direct(struct journal *j, const char *path)
 {
 	int flags = O_RDWR | O_CREAT | O_CLOEXEC | O_DIRECT, ret;
+	size_t mem, off;
+	void *stage = NULL;
 
 	j->fd = open(path, flags, 0644);
 	if (j->fd < 0)
 		return -errno;
-	j->stage = aligned_alloc(JOURNAL_BLOCK, JOURNAL_BLOCK);
+	/* Whole blocks must do for the file: else the page cache. */
+	ret = agr_io_dio_alignment(j->fd, &mem, &off);
+	if (ret == -EOPNOTSUPP || (ret == 0 && (mem > JOURNAL_BLOCK ||
+						off > JOURNAL_BLOCK)))
+		return -EINVAL;
+	if (ret < 0)
+		return ret;
+	agr_dio_alloc(JOURNAL_BLOCK, JOURNAL_BLOCK, &stage);
+	j->stage = stage;
 	j->tail = malloc(JOURNAL_BLOCK);
-	if (!zeros && (zeros = aligned_alloc(JOURNAL_BLOCK,
-					     JOURNAL_ZERO_CHUNK)) != NULL)
+	if (!zeros &&
+	    agr_dio_alloc(JOURNAL_ZERO_CHUNK, JOURNAL_BLOCK, &zeros) == 0)
 		memset(zeros, 0, JOURNAL_ZERO_CHUNK);
 	if (!j->stage || !j->tail || !zeros)
 		return -ENOMEM;
@@ -455,11 +508,11 @@ static int open_direct(struct journal *j, const char *path)
 static void free_direct(struct journal *j)
 {
 	if (j->holds_zeros && --zeros_users == 0) {
-		free(zeros);
+		agr_dio_free(zeros);
 		zeros = NULL;
 	}
 	j->holds_zeros = false;
-	free(j->stage);
+	agr_dio_free(j->stage);
 	free(j->tail);
 	j->stage = j->tail = NULL;
 	j->direct = false;
@@ -494,6 +547,11 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
 	}
 	j->zeroed = (uint64_t)st.st_size;
 	return 0;
+}
+
+void journal_set_trace(struct journal *j, const struct journal_trace *t)
+{
+	j->trace = t;
 }
 
 void journal_close(struct journal *j)

@@ -40,8 +40,11 @@
 #include <aggring.h>
 
 #define JOURNAL_BLOCK 4096u		  /* O_DIRECT offsets, sizes, memory */
+/* A test may build the journal with smaller ones (whole blocks). */
+#ifndef JOURNAL_ZERO_CHUNK
 #define JOURNAL_ZERO_CHUNK (4u << 20)	  /* zeros written ahead at a time */
 #define JOURNAL_ZERO_LOW (2u << 20)	  /* ...once less than this is left */
+#endif
 
 enum journal_io {
 	JOURNAL_IO_DIRECT,   /* O_DIRECT into zeroed blocks; the default */
@@ -65,6 +68,23 @@ struct journal_batch {
 	size_t len, cap;
 	struct commit_wait *head, **tail;
 	unsigned count;
+};
+
+/*
+ * Testing: told, on the journal's worker, of every write and fdatasync
+ * the journal issues and of their results, so that a test can build
+ * every state a crash could leave on the disk (tests/
+ * check_crash_states.c). A journal has at most one operation in flight
+ * per stream: the batches', and the zeros written ahead. `p` stays
+ * valid only during the call; an fdatasync has p NULL and len 0.
+ */
+enum journal_stream { JOURNAL_STREAM_BATCH, JOURNAL_STREAM_ZEROS };
+
+struct journal_trace {
+	void (*issued)(void *arg, enum journal_stream s, const void *p,
+		       size_t len, uint64_t at, bool dsync);
+	void (*completed)(void *arg, enum journal_stream s, int res);
+	void *arg;
 };
 
 /* A worker's journal file; touched only by that worker's thread. */
@@ -93,6 +113,7 @@ struct journal {
 	agr_scheduler *sched;
 	unsigned worker; /* the worker that owns this journal */
 	uint64_t events, syncs, bytes, zero_fills;
+	const struct journal_trace *trace; /* testing; NULL: none */
 };
 
 /*
@@ -116,6 +137,9 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
  */
 int journal_append(struct journal *j, const char *rec, size_t len,
 		   struct commit_wait *w);
+
+/* Testing: reports the journal's I/O to `t` from now on (NULL: stop). */
+void journal_set_trace(struct journal *j, const struct journal_trace *t);
 
 /* Closes the file and frees the buffers; the worker must have ended. */
 void journal_close(struct journal *j);

@@ -18,6 +18,8 @@
 #include <aggring/watchdog.h>
 #include <aggring/metrics.h>
 #include <aggring/io.h>
+#include <aggring/buf_ring.h>
 #include <aggring/placement.h>
+#include <aggring/dio.h>
 
 #endif /* AGGRING_H */

@@ -7,38 +7,51 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* The setting of the variable is read by each worker as it starts. */
 #define CPUS_VAR "AGR_WORKER_CPUS"
 
-int agr__pin_worker(const char *who, unsigned index)
+static int pin_to(const char *who, int cpu, const char *from)
 {
-	const char *s = getenv(CPUS_VAR);
-	int cpus[CPU_SETSIZE], n, cpu, err;
 	cpu_set_t set;
+	int err;
 
+	CPU_ZERO(&set);
+	CPU_SET((size_t)cpu, &set);
+	err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	if (err) {
+		agr__log(AGR_LOG_ERROR, "%s: cannot run on CPU %d (%s): %s; "
+			 "not pinned", who, cpu, from, strerror(err));
+		return -err;
+	}
+	return cpu;
+}
+
+int agr__pin_worker(const char *who, unsigned index, const int *cpus,
+		    int ncpus)
+{
+	const char *s;
+	int parsed[CPU_SETSIZE], n;
+	char from[64];
+
+	if (cpus && ncpus > 0)
+		return pin_to(who, cpus[index % (unsigned)ncpus],
+			      "agr_supplier_options.worker_cpus");
+	s = getenv(CPUS_VAR);
 	if (!s || !*s)
 		return -ENOENT;
-	n = agr__parse_cpu_list(s, cpus, CPU_SETSIZE);
+	n = agr__parse_cpu_list(s, parsed, CPU_SETSIZE);
 	if (n <= 0) {
 		agr__log(AGR_LOG_ERROR, "%s: %s=\"%s\" is not a list of CPUs "
 			 "such as \"1\" or \"0,2-3\"; not pinned", who,
 			 CPUS_VAR, s);
 		return -EINVAL;
 	}
-	cpu = cpus[index % (unsigned)n];
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
-	if (err) {
-		agr__log(AGR_LOG_ERROR, "%s: cannot run on CPU %d (%s=\"%s\"):"
-			 " %s; not pinned", who, cpu, CPUS_VAR, s,
-			 strerror(err));
-		return -err;
-	}
-	return cpu;
+	snprintf(from, sizeof(from), "%s=\"%.40s\"", CPUS_VAR, s);
+	return pin_to(who, parsed[index % (unsigned)n], from);
 }
 
 void agr__pin_io_workers(struct io_uring *ring, const char *who, int cpu)

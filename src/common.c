@@ -41,6 +41,11 @@ AGR_API const char *agr_strerror(int err)
 		return "already exists";
 	case -ENOENT:
 		return "not found";
+	case -EBADF:
+		return "bad file descriptor";
+	case -EOPNOTSUPP:
+		return "not supported (for O_DIRECT: this file does no direct "
+		       "I/O)";
 	default:
 		return "unknown error";
 	}

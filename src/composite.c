@@ -106,8 +106,14 @@ AGR_API int agr_composite_new(const agr_composite_options *o,
 	struct agr_composite *c;
 	int ret;
 
-	if (!o || !out || !o->name || !*o->name || !o->supplier)
+	if (!o || !out || !o->name || !*o->name || !o->supplier) {
+		agr__log(AGR_LOG_ERROR, "agr_composite_new: %s; -EINVAL",
+			 !o ? "options is NULL" :
+			 !out ? "out is NULL" :
+			 !o->name || !*o->name ? "options.name is NULL or empty" :
+						 "options.supplier is NULL");
 		return -EINVAL;
+	}
 	c = calloc(1, sizeof(*c));
 	if (!c)
 		return -ENOMEM;

@@ -24,6 +24,7 @@
 
 #include <limits.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -39,26 +40,54 @@
  * more; senders schedule it as if it were G_IDLE. Only the step to
  * G_IDLE ends the worker's business with the group (go_idle()).
  */
+#define PENDING_TYPE_WORDS 4 /* 31 bytes of a pending message's type */
+
 enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED, G_IDLING };
 
-enum ex_flags { EX_STARTING = 1u, EX_DONE = 2u };
+enum ex_flags { EX_STARTING = 1u, EX_DONE = 2u, EX_MATCHED = 4u };
+
+/*
+ * The exchange's word that other threads touch (ctl): whether the
+ * message is in flight, and the agr_exchange_done() calls made from
+ * other threads that its worker has not applied yet, with the first
+ * error among them. A send claims the message by moving ctl from 0 to
+ * CTL_IN_FLIGHT (a second send of it then sees the bit: -EBUSY); the
+ * completion hands it back by moving it to 0, which it may do only
+ * while no forwarded call is queued (their work item lives in the
+ * exchange).
+ */
+#define CTL_IN_FLIGHT 0x80000000u
+#define CTL_FWD_SHIFT 12
+#define CTL_FWD_ONE (1u << CTL_FWD_SHIFT)
+#define CTL_FWD_MASK (CTL_IN_FLIGHT - CTL_FWD_ONE)
+#define CTL_ERR_MASK (CTL_FWD_ONE - 1u) /* -errno, up to 4095 */
 
 /* Lives in agr_message.internal_ while the message is in flight. */
 struct agr_exchange {
-	/* What the worker touches for every message comes first. */
-	struct agr__mpsc_node node;
+	/*
+	 * The queue's link until the worker pops the message; from the
+	 * start on, the item that carries agr_exchange_done() calls made
+	 * on other threads to the worker (hand_off.node is the same word).
+	 */
+	union {
+		struct agr__mpsc_node node;
+		struct agr__work hand_off;
+	};
+	struct group *group;
+	/* Enqueued, then started: with metrics only. */
+	uint64_t stamp_ns;
 	int pending; /* functions not yet finished */
 	int status;  /* first error */
+	atomic_uint ctl;
 	unsigned flags;
-	unsigned matched;
-	struct group *group;
-	uint64_t enqueued_ns; /* with metrics only */
-	uint64_t started_ns;
 };
 
 _Static_assert(sizeof(struct agr_exchange) <=
 		       sizeof(((agr_message *)0)->internal_),
 	       "agr_message.internal_ is too small for the exchange");
+_Static_assert(offsetof(struct agr_exchange, hand_off.node) ==
+		       offsetof(struct agr_exchange, node),
+	       "the hand-off item's link must be the queue's link");
 
 struct group {
 	/*
@@ -75,7 +104,21 @@ struct group {
 	AGR__ALIGNED_CACHELINE struct agr__work work; /* the activation */
 	struct agr_dispatcher *d;
 	struct agr_worker *worker;
-	struct agr_exchange *current; /* waiting for agr_exchange_done() */
+	/*
+	 * The message that started and has not completed (waiting for
+	 * agr_exchange_done(), or running). Atomic only so that a stop's
+	 * report may read it; the worker alone writes it.
+	 */
+	_Atomic(struct agr_exchange *) current;
+	/* When current's functions went pending; 0: not pending. */
+	atomic_uint_fast64_t pending_since;
+	/*
+	 * Its type, copied when it went pending, for the watchdog: the
+	 * message may complete (and its memory go) while it looks.
+	 * pending_since, read before and after, tells a torn copy.
+	 */
+	atomic_uint_fast64_t pending_type[PENDING_TYPE_WORDS];
+	uint64_t stuck_reported_since; /* the watchdog's own */
 	unsigned index;
 	/*
 	 * One writer at a time (the worker, or a stopping thread when no
@@ -106,7 +149,10 @@ struct latency {
 	struct agr__histogram processing;
 };
 
-/* A force stop's visit to one worker: cancels in-progress I/O. */
+/*
+ * A force stop's visit to one worker: cancels the I/O of its groups'
+ * messages in progress and discards those left pending with no I/O.
+ */
 struct sweep {
 	struct agr__work work;
 	struct agr_dispatcher *d;
@@ -144,6 +190,8 @@ struct agr_dispatcher {
 	size_t nhandlers;
 	struct sweep *sweeps;
 	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
+	struct agr__sched_watch stuck_watch; /* the watchdog's look */
+	atomic_uint_fast64_t stuck_detected;
 	struct agr__lease_ops lease; /* acquire NULL: no leases */
 	int idle_from; /* wait_idle(): groups below it are idle for good */
 
@@ -159,6 +207,16 @@ static inline struct agr_exchange *exchange_of(agr_message *msg)
 static inline agr_message *message_of(struct agr_exchange *ex)
 {
 	return agr__container_of(ex, agr_message, internal_);
+}
+
+static inline struct agr_exchange *current_of(struct group *g)
+{
+	return atomic_load_explicit(&g->current, memory_order_relaxed);
+}
+
+static inline void set_current(struct group *g, struct agr_exchange *ex)
+{
+	atomic_store_explicit(&g->current, ex, memory_order_release);
 }
 
 /* ---- waiting until idle ---- */
@@ -216,11 +274,53 @@ static void count(atomic_uint_fast64_t *counter)
 	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
 }
 
+/*
+ * Hands a message back to its caller (ctl to 0), unless an
+ * agr_exchange_done() forwarded from another thread is still queued:
+ * its item lives in the exchange, so the completion waits for it (the
+ * item finishes the message). A plain store suffices: a function that
+ * is done cannot be finished from another thread any more, so only a
+ * stray call could race with it, and that one is undefined (header).
+ */
+static bool hand_back(struct agr_exchange *ex)
+{
+	if (agr__unlikely(atomic_load_explicit(&ex->ctl,
+					       memory_order_relaxed) &
+			  CTL_FWD_MASK))
+		return false;
+	atomic_store_explicit(&ex->ctl, 0, memory_order_release);
+	return true;
+}
+
+/*
+ * The same for a message whose functions are still pending (a force
+ * stop cancels it): their agr_exchange_done() may come from another
+ * thread at this very moment, so the hand-back must be atomic with it.
+ */
+static bool hand_back_pending(struct agr_exchange *ex)
+{
+	unsigned expected = CTL_IN_FLIGHT;
+
+	if (atomic_compare_exchange_strong_explicit(&ex->ctl, &expected, 0,
+						    memory_order_acq_rel,
+						    memory_order_relaxed))
+		return true;
+	if (expected & CTL_FWD_MASK)
+		return false;
+	/* Not in flight: the caller wrote internal_ meanwhile. */
+	agr__log(AGR_LOG_ERROR,
+		 "%s: group %u: the message in progress was changed by its "
+		 "caller (internal_ is 0x%x)", ex->group->d->name,
+		 ex->group->index, expected);
+	atomic_store_explicit(&ex->ctl, 0, memory_order_release);
+	return true;
+}
+
+/* Runs the completion callback of a message handed back. */
 static void complete(struct group *g, struct agr_exchange *ex, int status)
 {
 	struct agr_dispatcher *d = g->d;
 
-	ex->flags |= EX_DONE;
 	if (d->count_depth)
 		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
 	d->on_complete(message_of(ex), status, d->complete_arg);
@@ -228,8 +328,11 @@ static void complete(struct group *g, struct agr_exchange *ex, int status)
 		d->lease.release(d->lease.arg);
 }
 
+/* A queued message nobody started: no other thread can touch it. */
 static void discard(struct group *g, struct agr_exchange *ex)
 {
+	ex->flags |= EX_DONE;
+	atomic_store_explicit(&ex->ctl, 0, memory_order_release);
 	agr__bump(&g->discarded);
 	complete(g, ex, AGR_DISCARDED);
 }
@@ -239,19 +342,77 @@ static struct latency *latency_of(struct group *g)
 	return &g->d->latency[agr_worker_index(g->worker)];
 }
 
-static void finish(struct group *g, struct agr_exchange *ex)
+/* The message of g went pending: when, and its type, for reports. */
+static void note_pending(struct group *g, const char *type)
 {
-	g->current = NULL;
+	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)] = { 0 };
+	uint64_t word;
+	size_t i;
+
+	if (type)
+		strncpy(text, type, sizeof(text) - 1);
+	for (i = 0; i < PENDING_TYPE_WORDS; i++) {
+		memcpy(&word, text + i * sizeof(word), sizeof(word));
+		atomic_store_explicit(&g->pending_type[i], word,
+				      memory_order_relaxed);
+	}
+	atomic_store_explicit(&g->pending_since, agr__now_ns(),
+			      memory_order_release);
+}
+
+static void clear_current(struct group *g)
+{
+	set_current(g, NULL);
+	if (atomic_load_explicit(&g->pending_since, memory_order_relaxed))
+		atomic_store_explicit(&g->pending_since, 0,
+				      memory_order_relaxed);
+}
+
+/*
+ * Completes the current message, whose functions have all finished;
+ * false (nothing done) while a forwarded agr_exchange_done() is queued.
+ */
+static bool finish(struct group *g, struct agr_exchange *ex)
+{
+	int status = ex->status < 0 ? ex->status : 0;
+
+	ex->flags |= EX_DONE;
+	if (!hand_back(ex)) {
+		ex->flags &= ~(unsigned)EX_DONE;
+		return false;
+	}
+	clear_current(g);
 	if (g->d->latency)
 		agr__histogram_record(&latency_of(g)->processing,
-				      agr__now_ns() - ex->started_ns);
-	if (ex->matched == 0)
+				      agr__now_ns() - ex->stamp_ns);
+	if (!(ex->flags & EX_MATCHED))
 		agr__bump(&g->skipped);
-	else if (ex->status < 0)
+	else if (status < 0)
 		agr__bump(&g->failed);
 	else
 		agr__bump(&g->handled);
-	complete(g, ex, ex->status < 0 ? ex->status : 0);
+	complete(g, ex, status);
+	return true;
+}
+
+/*
+ * Discards the current message, whose functions are pending, for a
+ * force stop; false while a forwarded agr_exchange_done() is queued.
+ */
+static bool discard_pending(struct group *g, struct agr_exchange *ex)
+{
+	ex->flags |= EX_DONE;
+	if (!hand_back_pending(ex)) {
+		ex->flags &= ~(unsigned)EX_DONE;
+		return false;
+	}
+	clear_current(g);
+	if (g->d->latency) /* it started: its time counts */
+		agr__histogram_record(&latency_of(g)->processing,
+				      agr__now_ns() - ex->stamp_ns);
+	agr__bump(&g->discarded);
+	complete(g, ex, AGR_DISCARDED);
+	return true;
 }
 
 static void record_status(struct agr_exchange *ex, int status)
@@ -310,7 +471,7 @@ static void call_handler(struct agr_exchange *ex, const struct handler *h)
 {
 	int r;
 
-	ex->matched++;
+	ex->flags |= EX_MATCHED;
 	ex->pending++;
 	r = h->fn(ex, h->arg);
 	if (r == AGR_PENDING)
@@ -335,12 +496,14 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 	agr_message *msg = message_of(ex);
 	size_t i;
 
-	g->current = ex;
+	set_current(g, ex);
 	ex->flags = EX_STARTING;
 	if (d->latency) {
-		ex->started_ns = agr__now_ns();
+		uint64_t now = agr__now_ns();
+
 		agr__histogram_record(&latency_of(g)->queue,
-				      ex->started_ns - ex->enqueued_ns);
+				      now - ex->stamp_ns);
+		ex->stamp_ns = now;
 	}
 	if (atomic_load_explicit(&agr__watchdog_on, memory_order_relaxed))
 		agr__worker_label(g->worker, d->name, (int)g->index, msg->type);
@@ -350,10 +513,12 @@ static bool start_message(struct group *g, struct agr_exchange *ex)
 			call_handler(ex, &d->handlers[i]);
 	agr__worker_set_owner(g->worker, NULL);
 	ex->flags &= ~(unsigned)EX_STARTING;
-	if (ex->pending > 0)
+	if (ex->pending > 0) {
+		/* For the reports; one clock read, on the slow path. */
+		note_pending(g, msg->type);
 		return false;
-	finish(g, ex);
-	return true;
+	}
+	return finish(g, ex);
 }
 
 /*
@@ -384,7 +549,7 @@ static void drain(struct group *g)
 	unsigned n = 0;
 
 	while (n < DRAIN_LIMIT) {
-		if (g->current)
+		if (current_of(g))
 			return; /* agr_exchange_done() resumes the group */
 		ex = pop_message(g);
 		if (!ex) {
@@ -398,8 +563,12 @@ static void drain(struct group *g)
 		else
 			start_message(g, ex);
 	}
-	/* Let other groups of this worker run; our state stays RUNNING. */
-	agr__worker_post(g->worker, &g->work);
+	/*
+	 * Let other groups of this worker run; our state stays RUNNING.
+	 * A message left pending resumes the group itself.
+	 */
+	if (!current_of(g))
+		agr__worker_post(g->worker, &g->work);
 }
 
 /* Discards everything queued and leaves the group idle for good. */
@@ -454,85 +623,160 @@ AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex)
 	return ex ? ex->group->d : NULL;
 }
 
-static void done_on_worker(struct agr_exchange *ex, int status)
+/* The worker takes the group's next message. */
+static void take_next(struct group *g)
+{
+	agr__worker_post(g->worker, &g->work);
+}
+
+/* Applies `n` finished functions (with `status`) on the group's worker. */
+static void apply_done(struct agr_exchange *ex, unsigned n, int status)
 {
 	struct group *g = ex->group;
 
-	if (ex->pending <= 0 || (ex->flags & EX_DONE)) {
+	if (n > (unsigned)ex->pending) {
 		agr__log(AGR_LOG_WARN,
 			 "%s: agr_exchange_done() called with no function "
-			 "pending; ignored", g->d->name);
-		return;
+			 "pending (group %u, type \"%s\"); ignored",
+			 g->d->name, g->index,
+			 message_of(ex)->type ? message_of(ex)->type : "");
+		n = (unsigned)ex->pending;
 	}
-	record_status(ex, status);
-	if (--ex->pending > 0 || (ex->flags & EX_STARTING))
+	if (n > 0)
+		record_status(ex, status);
+	ex->pending -= (int)n;
+	if (ex->pending > 0 || (ex->flags & EX_STARTING))
 		return;
-	finish(g, ex);
-	agr__worker_post(g->worker, &g->work); /* take the next message */
+	if (finish(g, ex))
+		take_next(g);
 }
 
-struct forwarded_done {
-	struct agr__work work;
-	struct agr_exchange *ex;
-	int status;
-};
+static void done_on_worker(struct agr_exchange *ex, int status)
+{
+	if (ex->flags & EX_DONE) {
+		agr__log(AGR_LOG_WARN,
+			 "%s: agr_exchange_done() after its message completed "
+			 "(group %u); ignored",
+			 ex->group->d->name, ex->group->index);
+		return;
+	}
+	apply_done(ex, 1, status);
+}
 
 /*
- * Runs on the group's worker, or after its thread has been joined: both
- * are the only thread touching the exchange, so the result applies.
+ * The item in the exchange that carries calls from other threads. It
+ * runs on the group's worker, or once the worker has exited on the
+ * thread that adopts its inbox (one at a time): both are the only
+ * thread touching the exchange then. Taking the count first lets the
+ * next call post the item again: the inbox popped it already.
  */
-static void run_forwarded_done(struct agr__work *work, struct agr_worker *w,
-			       int status)
+static void run_hand_off(struct agr__work *work, struct agr_worker *w,
+			 int status)
 {
-	struct forwarded_done *f =
-		agr__container_of(work, struct forwarded_done, work);
+	struct agr_exchange *ex =
+		agr__container_of(work, struct agr_exchange, hand_off);
+	unsigned v = atomic_fetch_and_explicit(&ex->ctl, CTL_IN_FLIGHT,
+					       memory_order_acq_rel);
 
 	(void)w;
 	(void)status;
-	done_on_worker(f->ex, f->status);
-	free(f);
+	apply_done(ex, (v & CTL_FWD_MASK) >> CTL_FWD_SHIFT,
+		   -(int)(v & CTL_ERR_MASK));
+}
+
+/* A status as it travels in ctl: -errno, or 0 for none. */
+static unsigned ctl_error(const agr_exchange *ex, int status)
+{
+	if (status >= 0)
+		return 0;
+	if (status < -(int)CTL_ERR_MASK) {
+		agr__log(AGR_LOG_ERROR,
+			 "%s: agr_exchange_done() with status %d, which is no "
+			 "errno; reported as -EINVAL",
+			 ex->group->d->name, status);
+		return EINVAL;
+	}
+	return (unsigned)-status;
+}
+
+/*
+ * From another thread: counts the call in ctl and, for the first one
+ * not yet taken, posts the exchange's own item to the worker; nothing
+ * is allocated. A message that completed (a force stop discarded it)
+ * has ctl 0: the call is ignored. The worker's ring stays open while
+ * the message is in flight, since the dispatcher (and so the
+ * scheduler) cannot be freed before it completes.
+ */
+static void done_from_elsewhere(struct agr_exchange *ex, int status)
+{
+	unsigned err = ctl_error(ex, status);
+	unsigned v = atomic_load_explicit(&ex->ctl, memory_order_relaxed);
+	unsigned next;
+
+	do {
+		if (!(v & CTL_IN_FLIGHT) ||
+		    (v & CTL_FWD_MASK) == CTL_FWD_MASK) {
+			agr__log(AGR_LOG_WARN,
+				 "%s: agr_exchange_done() from another thread "
+				 "%s (group %u); ignored",
+				 ex->group->d->name,
+				 (v & CTL_IN_FLIGHT) ?
+					 "with too many calls queued" :
+					 "after its message completed",
+				 ex->group->index);
+			return;
+		}
+		next = v + CTL_FWD_ONE;
+		if (!(v & CTL_ERR_MASK))
+			next |= err;
+	} while (!atomic_compare_exchange_weak_explicit(
+		&ex->ctl, &v, next, memory_order_acq_rel,
+		memory_order_relaxed));
+	if (!(v & CTL_FWD_MASK))
+		agr__worker_post(ex->group->worker, &ex->hand_off);
 }
 
 AGR_API void agr_exchange_done(agr_exchange *ex, int status)
 {
-	struct forwarded_done *f;
-
 	if (!ex) {
 		agr__log(AGR_LOG_WARN, "agr_exchange_done(NULL); ignored");
 		return;
 	}
-	if (agr__current_worker == ex->group->worker) {
+	if (agr__current_worker == ex->group->worker)
 		done_on_worker(ex, status);
-		return;
-	}
-	/*
-	 * From another thread: hand it to the worker. The worker's ring
-	 * stays open while the message is in flight, since the dispatcher
-	 * (and so the scheduler) cannot be freed before it completes.
-	 */
-	f = malloc(sizeof(*f));
-	if (!f) {
-		agr__log(AGR_LOG_ERROR,
-			 "agr_exchange_done: out of memory forwarding to the "
-			 "worker; the message stays pending");
-		return;
-	}
-	f->work.fn = run_forwarded_done;
-	f->ex = ex;
-	f->status = status;
-	agr__worker_post(ex->group->worker, &f->work);
+	else
+		done_from_elsewhere(ex, status);
 }
 
 /* ---- creation ---- */
 
+/* Logs why agr_dispatcher_new() refuses its arguments: -EINVAL. */
+static int bad_option(const char *name, const char *why)
+{
+	agr__log(AGR_LOG_ERROR, "agr_dispatcher_new(%s): %s; -EINVAL",
+		 name ? name : "NULL", why);
+	return -EINVAL;
+}
+
 static int check_options(const agr_dispatcher_options *o)
 {
 	const agr_named_aggregate *n = &o->named_aggregate;
+	const char *name = o->name && *o->name ? o->name : NULL;
 
-	if (!o->name || !*o->name || !o->supplier || !o->on_complete ||
-	    !n->context_name || !*n->context_name || !n->aggregate_name ||
-	    !*n->aggregate_name)
-		return -EINVAL;
+	if (!name)
+		return bad_option(NULL, "options.name is NULL or empty");
+	if (!o->supplier)
+		return bad_option(name, "options.supplier is NULL");
+	if (!o->on_complete)
+		return bad_option(name, "options.on_complete is NULL");
+	if (!n->context_name || !*n->context_name)
+		return bad_option(name, "named_aggregate.context_name is NULL "
+					"or empty");
+	if (!n->aggregate_name || !*n->aggregate_name)
+		return bad_option(name, "named_aggregate.aggregate_name is "
+					"NULL or empty");
+	if (o->parallelism < 0)
+		return bad_option(name, "options.parallelism is negative");
 	return 0;
 }
 
@@ -552,6 +796,10 @@ static void init_groups(struct agr_dispatcher *d)
 		atomic_init(&g->failed, 0);
 		atomic_init(&g->skipped, 0);
 		atomic_init(&g->discarded, 0);
+		atomic_init(&g->current, NULL);
+		atomic_init(&g->pending_since, 0);
+		for (int k = 0; k < PENDING_TYPE_WORDS; k++)
+			atomic_init(&g->pending_type[k], 0);
 		g->work.fn = run_group;
 		g->d = d;
 		g->worker = agr__scheduler_worker(d->sched, (unsigned)i);
@@ -628,14 +876,22 @@ static int alloc_latency(struct agr_dispatcher *d)
 	return 0;
 }
 
+static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns);
+
 AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 			       agr_dispatcher **out)
 {
 	struct agr_dispatcher *d;
 	int parallelism, ret;
 
-	if (!o || !out || check_options(o))
+	if (!o || !out) {
+		agr__log(AGR_LOG_ERROR, "agr_dispatcher_new: %s is NULL; "
+			 "-EINVAL", o ? "out" : "options");
 		return -EINVAL;
+	}
+	ret = check_options(o);
+	if (ret)
+		return ret;
 	parallelism = agr__resolve_parallelism(o->parallelism,
 					       "AGR_PARALLELISM",
 					       64 * agr__online_cpus());
@@ -671,6 +927,9 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	d->lifecycle = D_NEW;
 	init_groups(d);
 	init_sweeps(d);
+	d->stuck_watch.fn = watch_stuck;
+	d->stuck_watch.arg = d;
+	agr__scheduler_watch_add(d->sched, &d->stuck_watch);
 	agr__handle_claim(&d->magic, AGR__H_DISPATCHER);
 	*out = d;
 	return 0;
@@ -683,8 +942,11 @@ AGR_API int agr_dispatcher_register(agr_dispatcher *d, const char *type,
 	char *copy = NULL;
 	int ret = 0;
 
-	if (!d || !fn)
+	if (!d || !fn) {
+		agr__log(AGR_LOG_ERROR, "agr_dispatcher_register: %s is NULL; "
+			 "-EINVAL", d ? "fn" : "the dispatcher");
 		return -EINVAL;
+	}
 	if (type && !(copy = strdup(type)))
 		return -ENOMEM;
 	pthread_mutex_lock(&d->lock);
@@ -769,7 +1031,48 @@ static bool schedule_if_idle(struct group *g)
 	return false;
 }
 
-/* Pushes msg; returns its group, or NULL with *err set. */
+/*
+ * Claims `msg` for a send: its ctl goes from 0 (the caller zeroed
+ * internal_, or it completed) to in flight. One compare-exchange on a
+ * line the send writes anyway; it also stops two threads that send the
+ * same message at once.
+ */
+static bool claim(agr_message *msg)
+{
+	unsigned expected = 0;
+
+	return atomic_compare_exchange_strong_explicit(
+		&exchange_of(msg)->ctl, &expected, CTL_IN_FLIGHT,
+		memory_order_acquire, memory_order_relaxed);
+}
+
+/* Gives a claimed message back untouched: it was not admitted. */
+static void unclaim(agr_message *msg)
+{
+	atomic_store_explicit(&exchange_of(msg)->ctl, 0, memory_order_release);
+}
+
+/* Checks and claims `msg` for `fn`: 0, -EINVAL or -EBUSY (logged). */
+static int claim_valid(const struct agr_dispatcher *d, agr_message *msg,
+		       const char *fn)
+{
+	if (!msg || !msg->aggregate_id) {
+		agr__log(AGR_LOG_ERROR, "%s: %s: %s is NULL; -EINVAL",
+			 d->name, fn,
+			 msg ? "the message's aggregate_id" : "the message");
+		return -EINVAL;
+	}
+	if (agr__likely(claim(msg)))
+		return 0;
+	agr__log(AGR_LOG_ERROR,
+		 "%s: %s: message %p (aggregate id \"%s\") is still in "
+		 "flight (sent and not yet completed, or internal_ not "
+		 "zeroed); -EBUSY",
+		 d->name, fn, (void *)msg, msg->aggregate_id);
+	return -EBUSY;
+}
+
+/* Pushes the claimed msg; returns its group, or NULL with *err set. */
 static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 			   int *err)
 {
@@ -778,6 +1081,7 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 	int key = route(d, msg);
 
 	if (key < 0) {
+		unclaim(msg);
 		*err = key;
 		return NULL;
 	}
@@ -786,6 +1090,7 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 	    atomic_fetch_add_explicit(&g->depth, 1, memory_order_relaxed) >=
 		    (d->queue_limit ? d->queue_limit : UINT_MAX)) {
 		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
+		unclaim(msg);
 		count(&g->refused);
 		*err = -EAGAIN;
 		return NULL;
@@ -794,6 +1099,7 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 		if (d->count_depth)
 			atomic_fetch_sub_explicit(&g->depth, 1,
 						  memory_order_relaxed);
+		unclaim(msg);
 		count(&g->refused);
 		*err = -ESHUTDOWN;
 		return NULL;
@@ -803,9 +1109,9 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 	ex->pending = 0;
 	ex->status = 0;
 	ex->flags = 0;
-	ex->matched = 0;
+	ex->hand_off.fn = run_hand_off;
 	if (d->latency)
-		ex->enqueued_ns = agr__now_ns();
+		ex->stamp_ns = agr__now_ns();
 	agr__mpsc_push(&g->queue, &ex->node);
 	return g;
 }
@@ -864,11 +1170,19 @@ AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg)
 	struct group *g;
 	int ret;
 
-	if (!d || !msg || !msg->aggregate_id)
+	if (!d) {
+		agr__log(AGR_LOG_ERROR,
+			 "agr_dispatcher_send: the dispatcher is NULL; -EINVAL");
 		return -EINVAL;
-	ret = enter(d);
+	}
+	ret = claim_valid(d, msg, __func__);
 	if (ret)
+		return ret;
+	ret = enter(d);
+	if (ret) {
+		unclaim(msg);
 		return refuse(d, msg, ret);
+	}
 	g = admit(d, msg, &ret);
 	if (g && schedule_if_idle(g))
 		activate(g);
@@ -885,19 +1199,22 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 
 	if (admitted)
 		*admitted = 0;
-	if (!d || (!msgs && n))
+	if (!d || (!msgs && n)) {
+		agr__log(AGR_LOG_ERROR, "agr_dispatcher_send_batch: %s is "
+			 "NULL; -EINVAL", d ? "msgs" : "the dispatcher");
 		return -EINVAL;
+	}
 	if (n == 0)
 		return 0;
+	/* The first message is offered as agr_dispatcher_send() would. */
+	ret = claim_valid(d, msgs[0], __func__);
+	if (ret)
+		return ret;
 	ret = enter(d);
 	if (ret) {
-		/*
-		 * As when it stops mid-batch: one refusal, the first
-		 * message's; the rest were not offered.
-		 */
-		if (msgs[0] && msgs[0]->aggregate_id)
-			refuse(d, msgs[0], ret);
-		return ret;
+		/* One refusal, the first message's: the rest not offered. */
+		unclaim(msgs[0]);
+		return refuse(d, msgs[0], ret);
 	}
 	/*
 	 * One doorbell per sleeping worker covers the whole batch: a
@@ -905,16 +1222,14 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 	 * are fetched a few ahead, so that their cache misses overlap
 	 * instead of stalling each push in turn.
 	 */
-	for (i = 0; i < n && i < BATCH_PREFETCH; i++)
+	for (i = 1; i < n && i < BATCH_PREFETCH; i++)
 		if (msgs[i])
 			prefetch_message(msgs[i]);
 	for (i = 0; i < n; i++) {
 		if (i + BATCH_PREFETCH < n && msgs[i + BATCH_PREFETCH])
 			prefetch_message(msgs[i + BATCH_PREFETCH]);
-		if (!msgs[i] || !msgs[i]->aggregate_id) {
-			ret = -EINVAL;
+		if (i > 0 && (ret = claim_valid(d, msgs[i], __func__)) != 0)
 			break;
-		}
 		g = admit(d, msgs[i], &ret);
 		if (!g)
 			break;
@@ -994,6 +1309,187 @@ AGR_API int agr_dispatcher_quiesce(agr_dispatcher *d)
 	return 0;
 }
 
+/* ---- naming what holds a stop ---- */
+
+#define REPORT_GROUPS 8 /* groups named per report */
+#define REPORT_EVERY_NS (5ull * 1000000000ull)
+#define RESCUE_POLL_NS (50ull * 1000000ull)
+
+/*
+ * One group that holds a stop. The type is read from the message,
+ * which its group holds while it is reported: a report races only with
+ * the message's completion at that very moment.
+ */
+static void report_group(struct agr_dispatcher *d, struct group *g,
+			 const char *what, uint64_t waited_ns)
+{
+	struct agr_exchange *ex =
+		atomic_load_explicit(&g->current, memory_order_acquire);
+	uint64_t since = atomic_load_explicit(&g->pending_since,
+					      memory_order_relaxed);
+	uint64_t now = agr__now_ns();
+	const char *type = ex ? message_of(ex)->type : NULL;
+	unsigned worker = (unsigned)agr_worker_index(g->worker);
+
+	if (!type)
+		type = "";
+	if (!ex)
+		agr__log(AGR_LOG_WARN,
+			 "%s: %s: group %u (worker %u) has messages queued "
+			 "that wait for its worker", d->name, what, g->index,
+			 worker);
+	else if (since && now > since)
+		agr__log(AGR_LOG_WARN,
+			 "%s: %s: group %u (worker %u) holds a message of "
+			 "type \"%.32s\", pending for %.1f s: a function "
+			 "returned AGR_PENDING and has not called "
+			 "agr_exchange_done()", d->name, what, g->index,
+			 worker, type, (double)(now - since) / 1e9);
+	else
+		agr__log(AGR_LOG_WARN,
+			 "%s: %s: group %u (worker %u) runs a function for a "
+			 "message of type \"%.32s\", for %.1f s or more "
+			 "(blocked in a call?)", d->name, what, g->index,
+			 worker, type, (double)waited_ns / 1e9);
+}
+
+/*
+ * The pending message of g as the watchdog sees it: its type copy and
+ * since when, or false when none, or when it changed while we read.
+ */
+static bool read_pending(struct group *g, uint64_t *since, char *type,
+			 size_t len)
+{
+	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)];
+	uint64_t word, again;
+	size_t i;
+
+	*since = atomic_load_explicit(&g->pending_since, memory_order_acquire);
+	if (!*since)
+		return false;
+	for (i = 0; i < PENDING_TYPE_WORDS; i++) {
+		word = atomic_load_explicit(&g->pending_type[i],
+					    memory_order_acquire);
+		memcpy(text + i * sizeof(word), &word, sizeof(word));
+	}
+	again = atomic_load_explicit(&g->pending_since, memory_order_relaxed);
+	if (again != *since)
+		return false;
+	text[sizeof(text) - 1] = '\0';
+	snprintf(type, len, "%s", text);
+	return true;
+}
+
+/*
+ * The watchdog's look at this dispatcher (a scheduler watch): a message
+ * pending for `threshold_ns` or more is named once, and counted.
+ */
+static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns)
+{
+	struct agr_dispatcher *d = arg;
+	char type[PENDING_TYPE_WORDS * sizeof(uint64_t)];
+	uint64_t since;
+	int i;
+
+	for (i = 0; i < d->parallelism; i++) {
+		struct group *g = &d->groups[i];
+
+		if (!read_pending(g, &since, type, sizeof(type)) ||
+		    now <= since || now - since < threshold_ns ||
+		    g->stuck_reported_since == since)
+			continue;
+		g->stuck_reported_since = since;
+		atomic_fetch_add_explicit(&d->stuck_detected, 1,
+					  memory_order_relaxed);
+		agr__log(AGR_LOG_WARN,
+			 "stuck message: %s group %u (worker %d) has held a "
+			 "message of type \"%s\" for %llu ms: a function "
+			 "returned AGR_PENDING and has not called "
+			 "agr_exchange_done()", d->name, g->index,
+			 agr_worker_index(g->worker), type,
+			 (unsigned long long)((now - since) / 1000000u));
+	}
+}
+
+/* Logs every group (up to REPORT_GROUPS) that keeps us from idle. */
+static void report_holders(struct agr_dispatcher *d, const char *what,
+			   uint64_t waited_ns)
+{
+	int i, held = 0, sweeps = atomic_load(&d->sweeps_pending);
+
+	for (i = 0; i < d->parallelism; i++) {
+		struct group *g = &d->groups[i];
+
+		if (atomic_load(&g->state) == G_IDLE &&
+		    !atomic_load(&g->current))
+			continue;
+		if (held++ < REPORT_GROUPS)
+			report_group(d, g, what, waited_ns);
+	}
+	if (held > REPORT_GROUPS)
+		agr__log(AGR_LOG_WARN, "%s: %s: and %d more groups", d->name,
+			 what, held - REPORT_GROUPS);
+	if (sweeps > 0)
+		agr__log(AGR_LOG_WARN,
+			 "%s: %s: the force stop has yet to visit %d "
+			 "worker(s) (blocked in a call?)", d->name, what,
+			 sweeps);
+}
+
+static void run_sweep(struct agr__work *work, struct agr_worker *w,
+		      int status);
+
+/*
+ * Once the workers exited (a dispose tore them down), sweeps on this
+ * thread what their own sweeps had to leave: messages left pending
+ * whose I/O was still being cancelled when the dispose dropped them.
+ */
+static void sweep_exited_workers(struct agr_dispatcher *d)
+{
+	int i;
+
+	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
+		d->sweeps[i].work.fn = run_sweep;
+		atomic_fetch_add(&d->sweeps_pending, 1);
+		agr__worker_post(agr__scheduler_worker(d->sched, (unsigned)i),
+				 &d->sweeps[i].work);
+	}
+}
+
+/*
+ * wait_idle() for a stop. A forced dispatcher whose workers exited is
+ * swept here (looked at every RESCUE_POLL_NS: their exit tells no one
+ * above). With `what`, says every REPORT_EVERY_NS what it waits for:
+ * only a function blocked in a call (or I/O the kernel will not
+ * cancel) can hold a forced dispatcher.
+ */
+static int wait_idle_for_stop(struct agr_dispatcher *d, uint64_t deadline,
+			      const char *what)
+{
+	uint64_t start = agr__now_ns(), report_at = start + REPORT_EVERY_NS;
+	uint64_t now = start, until;
+
+	for (;;) {
+		until = now + RESCUE_POLL_NS;
+		if (what && until > report_at)
+			until = report_at;
+		if (until > deadline)
+			until = deadline;
+		if (wait_idle(d, until) == 0)
+			return 0;
+		if (atomic_load(&d->forced) &&
+		    agr__scheduler_terminated(d->sched))
+			sweep_exited_workers(d);
+		now = agr__now_ns();
+		if (now >= deadline)
+			return wait_idle(d, now);
+		if (what && now >= report_at) {
+			report_holders(d, what, now - start);
+			report_at = now + REPORT_EVERY_NS;
+		}
+	}
+}
+
 AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
 					   uint64_t timeout_ns)
 {
@@ -1004,30 +1500,111 @@ AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
 	if (!d)
 		return -EINVAL;
 	agr_dispatcher_quiesce(d);
-	ret = wait_idle(d, deadline);
-	if (ret || !d->owns_supplier)
+	ret = wait_idle_for_stop(d, deadline, NULL);
+	if (ret) {
+		report_holders(d, "agr_dispatcher_stop_gracefully() ran out",
+			       timeout_ns);
 		return ret;
+	}
+	if (!d->owns_supplier)
+		return 0;
 	now = agr__now_ns();
-	return agr_supplier_stop_gracefully(d->supplier,
-					    deadline > now ? deadline - now : 0);
+	ret = agr_supplier_stop_gracefully(d->supplier,
+					   deadline > now ? deadline - now : 0);
+	if (ret == -ETIMEDOUT)
+		agr__log(AGR_LOG_WARN,
+			 "%s: agr_dispatcher_stop_gracefully() ran out: every "
+			 "message completed, but the workers of supplier %s "
+			 "have not all ended", d->name,
+			 agr_supplier_name(d->supplier));
+	return ret;
 }
 
+/* Looks again after this long while I/O of a message is being cancelled. */
+#define SWEEP_RECHECK_NS 1000000ull
+
+/* The sweep is over: our last touch of d. */
+static void end_sweep(struct sweep *s)
+{
+	struct agr_scheduler *sched = s->d->sched;
+
+	atomic_fetch_sub(&s->d->sweeps_pending, 1);
+	agr__scheduler_note_idle(sched);
+}
+
+/*
+ * Ends the current message of g if the force allows it: true once g
+ * holds none. On a live worker its I/O is cancelled first, and the
+ * message is discarded only once none is left (a buffer of it may be
+ * the kernel's until then); on a worker that exited no I/O is left.
+ */
+static bool settle_group(struct group *g, struct agr_worker *w, bool live)
+{
+	struct agr_exchange *ex = current_of(g);
+
+	if (!ex)
+		return true;
+	if (ex->pending == 0)
+		return false; /* finishing: a forwarded call is queued */
+	if (live && agr__worker_cancel_owner(w, ex, NULL, NULL) != 0)
+		return false;
+	if (!discard_pending(g, ex))
+		return false; /* a forwarded call is queued: it goes first */
+	if (live)
+		take_next(g); /* discards the queue, then goes idle */
+	else
+		discard_all(g);
+	return true;
+}
+
+/* Dropped by a dispose that is tearing `w` down with I/O in flight. */
+static bool io_may_remain(struct agr_worker *w)
+{
+	if (agr__worker_exited(w))
+		return false;
+	return agr__current_worker != w || agr__worker_inflight(w) > 0;
+}
+
+static void sweep_fired(int res, void *arg)
+{
+	struct sweep *s = arg;
+
+	run_sweep(&s->work, agr__current_worker,
+		  res == -ECANCELED &&
+				  agr__worker_closing(agr__current_worker) ?
+			  -ECANCELED :
+			  0);
+}
+
+/*
+ * Runs on the worker, or (status != 0) while a dispose drops its inbox,
+ * or on the thread that adopts the inbox of the exited worker, which
+ * agr_dispatcher_free() makes sure of: a message left pending ends then
+ * at the latest.
+ */
 static void run_sweep(struct agr__work *work, struct agr_worker *w,
 		      int status)
 {
 	struct sweep *s = agr__container_of(work, struct sweep, work);
 	struct agr_dispatcher *d = s->d;
-	struct agr_scheduler *sched = d->sched;
-	int i;
+	int i, step = agr__scheduler_workers(d->sched);
+	bool live = status == 0, settled = true;
 
-	/* Dropped by an immediate dispose: the worker cancels all I/O. */
-	for (i = (int)s->worker_index; status == 0 && i < d->parallelism;
-	     i += agr__scheduler_workers(sched))
-		if (d->groups[i].current)
-			agr__worker_cancel_owner(w, d->groups[i].current,
-						 NULL, NULL);
-	atomic_fetch_sub(&d->sweeps_pending, 1); /* our last touch of d */
-	agr__scheduler_note_idle(sched);
+	if (!live && io_may_remain(w)) {
+		end_sweep(s); /* agr_dispatcher_free() sweeps once it exited */
+		return;
+	}
+	for (i = (int)s->worker_index; i < d->parallelism; i += step)
+		if (!settle_group(&d->groups[i], w, live))
+			settled = false;
+	if (settled) {
+		end_sweep(s);
+		return;
+	}
+	/* I/O still being cancelled, or a forwarded call queued first. */
+	if (live && agr_io_timeout(w, SWEEP_RECHECK_NS, sweep_fired, s) == 0)
+		return;
+	agr__worker_post(w, &s->work);
 }
 
 /* Asks each worker to cancel the I/O of this dispatcher's messages. */
@@ -1075,7 +1652,8 @@ AGR_API void agr_dispatcher_free(agr_dispatcher *d)
 		agr_dispatcher_force_stop(d);
 	else
 		agr_dispatcher_quiesce(d);
-	wait_idle(d, UINT64_MAX);
+	wait_idle_for_stop(d, UINT64_MAX, "agr_dispatcher_free() waits");
+	agr__scheduler_watch_remove(d->sched, &d->stuck_watch);
 	agr__scheduler_detach_gate(d->sched, &d->gate);
 	if (d->owns_supplier)
 		agr_supplier_free(d->supplier);
@@ -1122,6 +1700,8 @@ AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 		out->skipped += load(&g->skipped);
 		out->discarded += load(&g->discarded);
 	}
+	out->stuck = atomic_load_explicit(&d->stuck_detected,
+					  memory_order_relaxed);
 	return 0;
 }
 

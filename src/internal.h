@@ -43,9 +43,15 @@ static inline void agr__bump(atomic_uint_fast64_t *c)
 	agr__bump_by(c, 1);
 }
 
-/* printf-style logging through the user's hook (common.h). */
+/*
+ * printf-style logging through the user's hook (common.h), or through
+ * the calling thread's own hook when one is set.
+ */
 void agr__log(agr_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+
+/* Sets the calling thread's hook (a supplier's workers); NULL: none. */
+void agr__log_set_thread_hook(agr_log_fn fn, void *arg);
 
 /* Keeps the first error of a sequence that goes on past errors. */
 static inline void agr__keep_first(int *first, int ret)

@@ -13,6 +13,9 @@
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 static agr_log_fn log_fn;
 static void *log_arg;
+/* A supplier's own hook, on the threads of its workers. */
+static _Thread_local agr_log_fn thread_fn;
+static _Thread_local void *thread_arg;
 
 static const char *level_name(agr_log_level level)
 {
@@ -55,9 +58,19 @@ void agr__log(agr_log_level level, const char *fmt, ...)
 	vsnprintf(line, sizeof(line), fmt, ap);
 	va_end(ap);
 
+	if (thread_fn) {
+		thread_fn(level, line, thread_arg);
+		return;
+	}
 	pthread_mutex_lock(&log_lock);
 	fn = log_fn ? log_fn : default_log;
 	arg = log_arg;
 	pthread_mutex_unlock(&log_lock);
 	fn(level, line, arg);
+}
+
+void agr__log_set_thread_hook(agr_log_fn fn, void *arg)
+{
+	thread_fn = fn;
+	thread_arg = arg;
 }

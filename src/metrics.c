@@ -102,6 +102,11 @@ static const struct stat_family stat_families[] = {
 	  "outcome",
 	  { "handled", "failed", "skipped", "discarded" },
 	  { STAT(handled), STAT(failed), STAT(skipped), STAT(discarded) } },
+	{ "aggring_stuck_messages_total",
+	  "Messages found pending longer than the watchdog's threshold.",
+	  NULL, /* one series per dispatcher, no further label */
+	  { "" },
+	  { STAT(stuck) } },
 };
 
 static void emit_stat_family(struct out *o, const struct stat_family *f,
@@ -117,8 +122,10 @@ static void emit_stat_family(struct out *o, const struct stat_family *f,
 				       f->offsets[k], sizeof(v));
 			emit(o, "%s{", f->name);
 			emit_labels(o, &ms[i]);
-			emit(o, ",%s=\"%s\"} %llu\n", f->label, f->values[k],
-			     (unsigned long long)v);
+			if (f->label)
+				emit(o, ",%s=\"%s\"", f->label,
+				     f->values[k]);
+			emit(o, "} %llu\n", (unsigned long long)v);
 		}
 	}
 }

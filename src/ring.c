@@ -38,6 +38,8 @@ static const unsigned setup_ladder[] = {
 	0,
 };
 
+#define ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
 /* kernel.io_uring_disabled (0, 1 or 2), or a negative errno. */
 static int read_io_uring_disabled(void)
 {
@@ -114,20 +116,52 @@ static bool msg_ring_supported(struct io_uring *ring)
 	return ok;
 }
 
-int agr__ring_init(struct io_uring *ring, unsigned sq_entries,
-		   unsigned cq_entries, const char *who, unsigned *flags_out)
+/* The first rung of the ladder that `setup` allows. */
+static size_t first_rung(const struct agr__ring_setup *setup)
 {
+	if (setup->ring_flags & (AGR_RING_COOP_TASKRUN | AGR_RING_SQPOLL))
+		return 1; /* SQPOLL excludes DEFER_TASKRUN */
+	return 0;
+}
+
+static unsigned rung_flags(const struct agr__ring_setup *setup, size_t i)
+{
+	unsigned flags = setup_ladder[i] | IORING_SETUP_CQSIZE;
+
+	if (setup->ring_flags & AGR_RING_SQPOLL) {
+		flags |= IORING_SETUP_SQPOLL;
+		if (setup->sqpoll_cpu >= 0)
+			flags |= IORING_SETUP_SQ_AFF;
+	}
+	return flags;
+}
+
+static void log_fallback(const char *who, unsigned asked, unsigned got)
+{
+	agr__log(AGR_LOG_INFO, "%s: io_uring_setup refused flags 0x%x "
+		 "(EINVAL); using the fallback flags 0x%x", who,
+		 asked & ~IORING_SETUP_CQSIZE, got & ~IORING_SETUP_CQSIZE);
+}
+
+int agr__ring_init(struct io_uring *ring, const struct agr__ring_setup *setup,
+		   const char *who, unsigned *flags_out)
+{
+	size_t i, first = first_rung(setup), n = ARRAY_LEN(setup_ladder);
 	struct io_uring_params p;
 	int ret = -EINVAL;
-	size_t i;
 
-	for (i = 0; i < sizeof(setup_ladder) / sizeof(setup_ladder[0]); i++) {
+	if (setup->ring_flags & AGR_RING_NO_FALLBACK)
+		n = first + 1;
+	for (i = first; i < n; i++) {
 		memset(&p, 0, sizeof(p));
-		p.flags = setup_ladder[i] | IORING_SETUP_CQSIZE;
-		p.cq_entries = cq_entries;
+		p.flags = rung_flags(setup, i);
+		p.cq_entries = setup->cq_entries;
+		p.sq_thread_idle = setup->sqpoll_idle_ms;
+		p.sq_thread_cpu = setup->sqpoll_cpu >= 0 ?
+					  (unsigned)setup->sqpoll_cpu : 0;
 		ret = AGR__FAULT_OR(AGR_FAULT_RING_SETUP,
-				    io_uring_queue_init_params(sq_entries,
-							       ring, &p));
+				    io_uring_queue_init_params(
+					    setup->sq_entries, ring, &p));
 		if (ret != -EINVAL)
 			break;
 	}
@@ -135,11 +169,8 @@ int agr__ring_init(struct io_uring *ring, unsigned sq_entries,
 		agr__ring_explain(ret, who);
 		return ret;
 	}
-	if (i > 0)
-		agr__log(AGR_LOG_INFO,
-			 "%s: io_uring_setup refused flags 0x%x (EINVAL); "
-			 "using the fallback flags 0x%x", who, setup_ladder[0],
-			 p.flags & ~IORING_SETUP_CQSIZE);
+	if (i > first)
+		log_fallback(who, rung_flags(setup, first), p.flags);
 	if (!msg_ring_supported(ring)) {
 		io_uring_queue_exit(ring);
 		agr__ring_explain(-EINVAL, who);

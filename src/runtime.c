@@ -242,14 +242,23 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
 	struct agr_runtime *rt;
 	agr_runtime_options o;
 
-	if (!out)
+	if (!out) {
+		agr__log(AGR_LOG_ERROR, "agr_runtime_new: out is NULL; -EINVAL");
 		return -EINVAL;
+	}
 	agr_runtime_options_init(&o);
 	if (options)
 		o = *options;
 	if (o.shutdown_timeout_ns == 0 ||
-	    o.quiet_period_ns >= o.shutdown_timeout_ns)
+	    o.quiet_period_ns >= o.shutdown_timeout_ns) {
+		agr__log(AGR_LOG_ERROR,
+			 "agr_runtime_new: %s; -EINVAL",
+			 o.shutdown_timeout_ns == 0 ?
+				 "shutdown_timeout_ns is 0" :
+				 "quiet_period_ns is not below "
+				 "shutdown_timeout_ns");
 		return -EINVAL;
+	}
 	if (posix_memalign((void **)&rt, AGR__CACHELINE, sizeof(*rt)) != 0)
 		return -ENOMEM;
 	memset(rt, 0, sizeof(*rt));

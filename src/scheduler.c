@@ -134,18 +134,58 @@ static void registry_remove(struct agr_scheduler *s)
 	pthread_mutex_unlock(&registry_lock);
 }
 
-void agr__scheduler_for_each_worker(void (*fn)(struct agr_worker *w,
-					       void *arg),
-				    void *arg)
+void agr__scheduler_for_each(void (*fn)(struct agr_scheduler *s, void *arg),
+			     void *arg)
 {
 	struct agr_scheduler *s;
-	int i;
 
 	pthread_mutex_lock(&registry_lock);
 	for (s = registry; s; s = s->registry_next)
-		for (i = 0; i < s->parallelism; i++)
-			fn(s->workers[i], arg);
+		fn(s, arg);
 	pthread_mutex_unlock(&registry_lock);
+}
+
+void agr__scheduler_each_worker(struct agr_scheduler *s,
+				void (*fn)(struct agr_worker *w, void *arg),
+				void *arg)
+{
+	int i;
+
+	for (i = 0; i < s->parallelism; i++)
+		fn(s->workers[i], arg);
+}
+
+void agr__scheduler_watch_add(struct agr_scheduler *s,
+			      struct agr__sched_watch *watch)
+{
+	pthread_mutex_lock(&registry_lock);
+	watch->next = s->watches;
+	s->watches = watch;
+	pthread_mutex_unlock(&registry_lock);
+}
+
+void agr__scheduler_watch_remove(struct agr_scheduler *s,
+				 struct agr__sched_watch *watch)
+{
+	struct agr__sched_watch **p;
+
+	pthread_mutex_lock(&registry_lock);
+	for (p = &s->watches; *p; p = &(*p)->next) {
+		if (*p == watch) {
+			*p = watch->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&registry_lock);
+}
+
+void agr__scheduler_run_watches_of(struct agr_scheduler *s, uint64_t now_ns,
+				   uint64_t threshold_ns)
+{
+	struct agr__sched_watch *watch;
+
+	for (watch = s->watches; watch; watch = watch->next)
+		watch->fn(watch->arg, now_ns, threshold_ns);
 }
 
 /* ---- creation ---- */
@@ -184,6 +224,7 @@ static int worker_new(struct agr_scheduler *s, unsigned index,
 		.thread_name = name,
 		.hooks = { .ready = worker_ready, .exited = worker_exited,
 			   .arg = s },
+		.settings = &s->settings,
 	};
 
 	snprintf(name, sizeof(name), "%.200s-%u", s->name, index);
@@ -245,12 +286,30 @@ static void free_memory(struct agr_scheduler *s)
 	pthread_mutex_destroy(&s->idle_lock);
 	pthread_cond_destroy(&s->cond);
 	pthread_mutex_destroy(&s->lock);
+	free(s->cpus_copy);
 	free(s->name);
 	free(s);
 }
 
+/* Copies `settings`, with a list of CPUs of our own. */
+static int copy_settings(struct agr_scheduler *s,
+			 const struct agr__worker_settings *settings)
+{
+	s->settings = settings ? *settings : agr__worker_defaults;
+	if (!s->settings.cpus || s->settings.ncpus <= 0)
+		return 0;
+	s->cpus_copy = malloc((size_t)s->settings.ncpus * sizeof(int));
+	if (!s->cpus_copy)
+		return -ENOMEM;
+	memcpy(s->cpus_copy, s->settings.cpus,
+	       (size_t)s->settings.ncpus * sizeof(int));
+	s->settings.cpus = s->cpus_copy;
+	return 0;
+}
+
 static int alloc_scheduler(const char *supplier_name,
 			   const char *aggregate_name, int parallelism,
+			   const struct agr__worker_settings *settings,
 			   struct agr_scheduler **out)
 {
 	struct agr_scheduler *s;
@@ -270,7 +329,7 @@ static int alloc_scheduler(const char *supplier_name,
 	len = strlen(supplier_name) + strlen(aggregate_name) + 2;
 	s->name = malloc(len);
 	s->workers = calloc((size_t)parallelism, sizeof(*s->workers));
-	if (!s->name || !s->workers)
+	if (!s->name || !s->workers || copy_settings(s, settings))
 		goto nomem;
 	snprintf(s->name, len, "%s-%s", supplier_name, aggregate_name);
 	for (i = 0; i < parallelism; i++) {
@@ -285,12 +344,15 @@ nomem:
 }
 
 int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
-		       int parallelism, struct agr_scheduler **out)
+		       int parallelism,
+		       const struct agr__worker_settings *settings,
+		       struct agr_scheduler **out)
 {
 	struct agr_scheduler *s;
 	int ret;
 
-	ret = alloc_scheduler(supplier_name, aggregate_name, parallelism, &s);
+	ret = alloc_scheduler(supplier_name, aggregate_name, parallelism,
+			      settings, &s);
 	if (ret)
 		return ret;
 	ret = start_threads(s);

@@ -30,6 +30,8 @@ struct agr_scheduler {
 	AGR__ALIGNED_CACHELINE char *name; /* "<supplier>-<aggregate>" */
 	int parallelism;
 	struct agr_worker **workers;
+	struct agr__worker_settings settings; /* cpus points at cpus_copy */
+	int *cpus_copy;
 	/*
 	 * Threads in agr__scheduler_wait_idle(). Read whenever a dispatcher
 	 * group goes idle and written only by waiters, so it sits with
@@ -55,6 +57,7 @@ struct agr_scheduler {
 	} *attached;
 	/* Links of the process-wide list of live schedulers. */
 	struct agr_scheduler *registry_prev, *registry_next;
+	struct agr__sched_watch *watches; /* under the list's lock */
 	/* agr__scheduler_note_idle() wakes idle waiters here. */
 	pthread_mutex_t idle_lock;
 	pthread_cond_t idle_cond;
@@ -63,10 +66,13 @@ struct agr_scheduler {
 /*
  * Creates and starts `parallelism` workers named
  * "<supplier_name>-<aggregate_name>-<i>" (cut to 15 bytes). Returns
- * once every ring is set up, or the first setup error.
+ * once every ring is set up and every init hook has run, or the first
+ * error of either. `settings` (NULL: the defaults) are copied.
  */
 int agr__scheduler_new(const char *supplier_name, const char *aggregate_name,
-		       int parallelism, struct agr_scheduler **out);
+		       int parallelism,
+		       const struct agr__worker_settings *settings,
+		       struct agr_scheduler **out);
 
 /* Enters the sender gate; false (nothing entered) once closed. */
 static inline bool agr__scheduler_enter(struct agr_scheduler *s)
@@ -144,13 +150,47 @@ bool agr__scheduler_terminated(struct agr_scheduler *s);
 void agr__scheduler_free(struct agr_scheduler *s);
 
 /*
- * Runs fn(w, arg) for every worker of every live scheduler of the
- * process (from creation until agr__scheduler_free() begins), under a
- * lock that agr__scheduler_free() takes: `fn` must not block, create or
- * free a scheduler.
+ * A watch a layer above installs on a scheduler: the watchdog runs
+ * fn(arg, now_ns, threshold_ns) about four times per threshold, for
+ * work of that layer that has waited too long (a message pending for
+ * ever, say). The layer owns the struct; fn must not block.
  */
-void agr__scheduler_for_each_worker(void (*fn)(struct agr_worker *w,
-					       void *arg),
-				    void *arg);
+struct agr__sched_watch {
+	void (*fn)(void *arg, uint64_t now_ns, uint64_t threshold_ns);
+	void *arg;
+	struct agr__sched_watch *next;
+};
+
+/* Adds `watch` to `s`; remove it before its memory goes. */
+void agr__scheduler_watch_add(struct agr_scheduler *s,
+			      struct agr__sched_watch *watch);
+/* Once this returns, the watchdog no longer runs `watch`. */
+void agr__scheduler_watch_remove(struct agr_scheduler *s,
+				 struct agr__sched_watch *watch);
+
+/*
+ * Runs fn(s, arg) for every live scheduler of the process (from
+ * creation until agr__scheduler_free() begins), under a lock that
+ * agr__scheduler_free() takes: `fn` must not block, create or free a
+ * scheduler. Inside it, the two below may be used on `s`.
+ */
+void agr__scheduler_for_each(void (*fn)(struct agr_scheduler *s, void *arg),
+			     void *arg);
+
+/* Runs fn(w, arg) for every worker of `s` (inside for_each). */
+void agr__scheduler_each_worker(struct agr_scheduler *s,
+				void (*fn)(struct agr_worker *w, void *arg),
+				void *arg);
+
+/* Runs every watch of `s` (inside for_each, the watchdog's thread). */
+void agr__scheduler_run_watches_of(struct agr_scheduler *s, uint64_t now_ns,
+				   uint64_t threshold_ns);
+
+/* The settings its workers were made with. */
+static inline const struct agr__worker_settings *
+agr__scheduler_settings(const struct agr_scheduler *s)
+{
+	return &s->settings;
+}
 
 #endif /* AGR_SCHEDULER_INTERNAL_H */

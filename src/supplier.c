@@ -4,8 +4,10 @@
  * lifecycle (the reference's AggregateSchedulerSupplier).
  */
 #include "handle.h"
+#include "options.h"
 #include "scheduler.h"
 #include "util.h"
+#include "watchdog.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +23,8 @@ struct agr_supplier {
 	struct agr_supplier *owner; /* NULL unless a borrowed view */
 	char *name;
 	int parallelism;
+	struct agr__worker_settings settings; /* cpus: cpus_copy */
+	int *cpus_copy;
 
 	/*
 	 * The lifecycle lock: lookups, creation, and the stop snapshot.
@@ -34,14 +38,20 @@ struct agr_supplier {
 	agr__magic magic; /* handle.h */
 };
 
-AGR_API int agr_supplier_new(const char *name, int parallelism,
-			     agr_supplier **out)
+AGR_API void agr_supplier_options_init(agr_supplier_options *o)
+{
+	if (o)
+		*o = (agr_supplier_options)AGR_SUPPLIER_OPTIONS_INIT;
+}
+
+/* A supplier with checked settings; `st->cpus` is copied. */
+static int supplier_new(const char *name, int parallelism,
+			const struct agr__worker_settings *st,
+			agr_supplier **out)
 {
 	struct agr_supplier *sup;
-	int resolved;
+	int resolved, ret;
 
-	if (!name || !*name || !out)
-		return -EINVAL;
 	resolved = agr__resolve_parallelism(parallelism,
 					    "AGR_SCHEDULER_POOL_SIZE",
 					    agr__online_cpus());
@@ -51,15 +61,66 @@ AGR_API int agr_supplier_new(const char *name, int parallelism,
 	if (!sup)
 		return -ENOMEM;
 	sup->name = strdup(name);
-	if (!sup->name) {
+	sup->settings = *st;
+	if (st->ncpus > 0) {
+		sup->cpus_copy = malloc((size_t)st->ncpus * sizeof(int));
+		if (sup->cpus_copy)
+			memcpy(sup->cpus_copy, st->cpus,
+			       (size_t)st->ncpus * sizeof(int));
+		sup->settings.cpus = sup->cpus_copy;
+	}
+	if (!sup->name || (st->ncpus > 0 && !sup->cpus_copy)) {
+		free(sup->cpus_copy);
+		free(sup->name);
 		free(sup);
 		return -ENOMEM;
+	}
+	if (st->watchdog_ns && (ret = agr__watchdog_retain(st->watchdog_ns))) {
+		agr__log(AGR_LOG_ERROR, "supplier %s: cannot start its "
+			 "watchdog: %s", name, strerror(-ret));
+		free(sup->cpus_copy);
+		free(sup->name);
+		free(sup);
+		return ret;
 	}
 	sup->parallelism = resolved;
 	pthread_mutex_init(&sup->lock, NULL);
 	agr__handle_claim(&sup->magic, AGR__H_SUPPLIER);
 	*out = sup;
 	return 0;
+}
+
+AGR_API int agr_supplier_new(const char *name, int parallelism,
+			     agr_supplier **out)
+{
+	if (!name || !*name || !out || parallelism < 0) {
+		agr__log(AGR_LOG_ERROR, "agr_supplier_new(%s): %s; -EINVAL",
+			 name ? name : "NULL",
+			 !name || !*name ? "the name is NULL or empty" :
+			 !out		 ? "out is NULL" :
+					   "the parallelism is negative");
+		return -EINVAL;
+	}
+	return supplier_new(name, parallelism, &agr__worker_defaults, out);
+}
+
+AGR_API int agr_supplier_new_opts(const char *name,
+				  const agr_supplier_options *opts,
+				  agr_supplier **out)
+{
+	struct agr__worker_settings st;
+	int parallelism, ret;
+
+	if (!name || !*name || !out || !opts) {
+		agr__log(AGR_LOG_ERROR, "agr_supplier_new_opts: %s is %s",
+			 !name || !*name ? "the name" : !out ? "out" : "opts",
+			 !name ? "NULL" : !*name ? "empty" : "NULL");
+		return -EINVAL;
+	}
+	ret = agr__supplier_settings(name, opts, &st, &parallelism);
+	if (ret)
+		return ret;
+	return supplier_new(name, parallelism, &st, out);
 }
 
 AGR_API int agr_supplier_borrow(agr_supplier *owner, agr_supplier **out)
@@ -120,7 +181,8 @@ static int create(struct agr_supplier *sup, const agr_named_aggregate *named,
 	e->aggregate_name = strdup(named->aggregate_name);
 	if (e->context_name && e->aggregate_name)
 		ret = agr__scheduler_new(sup->name, named->aggregate_name,
-					 sup->parallelism, &e->sched);
+					 sup->parallelism, &sup->settings,
+					 &e->sched);
 	if (ret) {
 		free(e->context_name);
 		free(e->aggregate_name);
@@ -134,21 +196,33 @@ static int create(struct agr_supplier *sup, const agr_named_aggregate *named,
 	return 0;
 }
 
-static bool valid_named(const agr_named_aggregate *named)
+/* What is wrong with a named aggregate, or NULL when nothing is. */
+static const char *invalid_named(const agr_named_aggregate *named)
 {
-	return named && named->context_name && *named->context_name &&
-	       named->aggregate_name && *named->aggregate_name;
+	if (!named)
+		return "the named aggregate is NULL";
+	if (!named->context_name || !*named->context_name)
+		return "its context_name is NULL or empty";
+	if (!named->aggregate_name || !*named->aggregate_name)
+		return "its aggregate_name is NULL or empty";
+	return NULL;
 }
 
 AGR_API int agr_supplier_get_or_init(agr_supplier *sup,
 				     const agr_named_aggregate *named,
 				     agr_scheduler **out)
 {
+	const char *why = invalid_named(named);
 	struct entry *e;
 	int ret = 0;
 
-	if (!sup || !out || !valid_named(named))
+	if (!sup || !out || why) {
+		agr__log(AGR_LOG_ERROR, "agr_supplier_get_or_init: %s; -EINVAL",
+			 !sup ? "the supplier is NULL" :
+			 !out ? "out is NULL" :
+				why);
 		return -EINVAL;
+	}
 	if (sup->owner)
 		return agr_supplier_get_or_init(sup->owner, named, out);
 	/*
@@ -250,6 +324,9 @@ AGR_API void agr_supplier_free(agr_supplier *sup)
 		free(e);
 	}
 	pthread_mutex_destroy(&sup->lock);
+	if (sup->settings.watchdog_ns)
+		agr__watchdog_release();
+	free(sup->cpus_copy);
 	free(sup->name);
 	free(sup);
 }

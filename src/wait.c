@@ -108,10 +108,25 @@ static int eventfd_wait(struct io_uring *ring)
 	return ret;
 }
 
+/* The calling worker's agr_wait_mode; AGR_WAIT_DEFAULT: the process's. */
+static _Thread_local agr_wait_mode thread_mode;
+
+void agr__ring_wait_set_mode(agr_wait_mode mode)
+{
+	thread_mode = mode;
+}
+
+static bool waits_on_eventfd(void)
+{
+	if (thread_mode != AGR_WAIT_DEFAULT)
+		return thread_mode == AGR_WAIT_EVENTFD;
+	pthread_once(&mode_once, choose_mode);
+	return use_eventfd;
+}
+
 int agr__ring_wait(struct io_uring *ring)
 {
-	pthread_once(&mode_once, choose_mode);
-	if (!use_eventfd)
+	if (!waits_on_eventfd())
 		return io_uring_submit_and_wait(ring, 1);
 	return eventfd_wait(ring);
 }

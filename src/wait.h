@@ -18,6 +18,8 @@
 
 #include <liburing.h>
 
+#include <aggring/worker.h>
+
 /*
  * Submits what is prepared and sleeps until at least one completion is
  * ready, or a spurious wake-up (callers loop). Returns as
@@ -25,6 +27,12 @@
  * the thread that owns `ring`.
  */
 int agr__ring_wait(struct io_uring *ring);
+
+/*
+ * How the calling worker waits from now on: AGR_WAIT_DEFAULT follows
+ * AGR_WAIT_MODE (and Valgrind), the others force enter or eventfd.
+ */
+void agr__ring_wait_set_mode(agr_wait_mode mode);
 
 /* Releases the calling thread's wait state; call before it exits. */
 void agr__ring_wait_exit(void);

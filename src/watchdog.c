@@ -7,6 +7,8 @@
  * watchdog does the rest, so a disabled detector costs one relaxed load
  * per item.
  */
+#include "watchdog.h"
+
 #include "scheduler.h"
 #include "util.h"
 
@@ -24,20 +26,29 @@ static pthread_cond_t wake;
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 static pthread_t thread;
 static bool running, stopping;
-static uint64_t threshold_ns;
+/* agr_watchdog_start(): every scheduler is watched with its threshold. */
+static bool global_on;
+static uint64_t global_threshold_ns;
+/* Suppliers with a watchdog of their own, and their least threshold. */
+static int retained;
+static uint64_t least_retained_ns = UINT64_MAX;
 
 static void init_wake(void)
 {
 	agr__cond_init_monotonic(&wake);
 }
 
-/* Reports what has run on `w` too long; `arg` points at now_ns. */
+struct look {
+	uint64_t now, threshold_ns;
+};
+
+/* Reports what has run on `w` too long. */
 static void inspect(struct agr_worker *w, void *arg)
 {
+	struct look *l = arg;
 	char what[96];
-	uint64_t held = agr__worker_take_blocked(w, *(uint64_t *)arg,
-						 threshold_ns, what,
-						 sizeof(what));
+	uint64_t held = agr__worker_take_blocked(w, l->now, l->threshold_ns,
+						 what, sizeof(what));
 
 	if (held == 0)
 		return;
@@ -46,6 +57,35 @@ static void inspect(struct agr_worker *w, void *arg)
 		 "handlers must not block (use agr_io_* and AGR_PENDING)",
 		 what, agr__worker_name(w),
 		 (unsigned long long)(held / 1000000u));
+}
+
+/*
+ * One scheduler, with its supplier's threshold or else the process's;
+ * its reports go to its supplier's log hook, if it has one.
+ */
+static void visit(struct agr_scheduler *s, void *arg)
+{
+	const struct agr__worker_settings *st = agr__scheduler_settings(s);
+	struct look l = { .now = *(uint64_t *)arg };
+
+	l.threshold_ns = st->watchdog_ns ? st->watchdog_ns :
+		global_on ? global_threshold_ns : 0;
+	if (!l.threshold_ns)
+		return;
+	agr__log_set_thread_hook(st->log_fn, st->log_arg);
+	agr__scheduler_each_worker(s, inspect, &l);
+	agr__scheduler_run_watches_of(s, l.now, l.threshold_ns);
+	agr__log_set_thread_hook(NULL, NULL);
+}
+
+/* Four looks per threshold: reports come late by 25% at most. */
+static uint64_t tick_ns(void)
+{
+	uint64_t least = least_retained_ns;
+
+	if (global_on && global_threshold_ns < least)
+		least = global_threshold_ns;
+	return least / 4;
 }
 
 static void *watch(void *arg)
@@ -57,42 +97,34 @@ static void *watch(void *arg)
 	pthread_mutex_lock(&lock);
 	while (!stopping) {
 		now = agr__now_ns();
-		agr__scheduler_for_each_worker(inspect, &now);
-		/* Look four times per threshold: reports come late by 25%. */
-		ts = agr__timespec_of(agr__now_ns() + threshold_ns / 4);
+		agr__scheduler_for_each(visit, &now);
+		ts = agr__timespec_of(agr__now_ns() + tick_ns());
 		pthread_cond_timedwait(&wake, &lock, &ts);
 	}
 	pthread_mutex_unlock(&lock);
 	return NULL;
 }
 
-AGR_API int agr_watchdog_start(uint64_t threshold)
+/* With `control` held: the thread runs while anybody wants it. */
+static int start_thread_locked(void)
 {
 	int ret = 0;
 
-	pthread_once(&wake_once, init_wake);
-	pthread_mutex_lock(&control);
 	pthread_mutex_lock(&lock);
-	threshold_ns = threshold ? threshold : DEFAULT_THRESHOLD_NS;
 	if (!running) {
 		stopping = false;
 		ret = -pthread_create(&thread, NULL, watch, NULL);
 		running = ret == 0;
 	}
+	pthread_cond_broadcast(&wake); /* a new tick */
 	pthread_mutex_unlock(&lock);
-	if (ret == 0)
-		atomic_store(&agr__watchdog_on, true);
-	pthread_mutex_unlock(&control);
 	return ret;
 }
 
-AGR_API void agr_watchdog_stop(void)
+static void stop_thread_locked(void)
 {
 	bool was_running;
 
-	pthread_once(&wake_once, init_wake);
-	pthread_mutex_lock(&control);
-	atomic_store(&agr__watchdog_on, false);
 	pthread_mutex_lock(&lock);
 	was_running = running;
 	stopping = true;
@@ -101,5 +133,78 @@ AGR_API void agr_watchdog_stop(void)
 	pthread_mutex_unlock(&lock);
 	if (was_running)
 		pthread_join(thread, NULL);
+}
+
+static void publish_locked(void)
+{
+	atomic_store(&agr__watchdog_on, global_on || retained > 0);
+}
+
+AGR_API int agr_watchdog_start(uint64_t threshold)
+{
+	int ret;
+
+	pthread_once(&wake_once, init_wake);
+	pthread_mutex_lock(&control);
+	pthread_mutex_lock(&lock);
+	global_threshold_ns = threshold ? threshold : DEFAULT_THRESHOLD_NS;
+	global_on = true;
+	pthread_mutex_unlock(&lock);
+	ret = start_thread_locked();
+	if (ret) {
+		pthread_mutex_lock(&lock);
+		global_on = false;
+		pthread_mutex_unlock(&lock);
+	}
+	publish_locked();
+	pthread_mutex_unlock(&control);
+	return ret;
+}
+
+AGR_API void agr_watchdog_stop(void)
+{
+	pthread_once(&wake_once, init_wake);
+	pthread_mutex_lock(&control);
+	pthread_mutex_lock(&lock);
+	global_on = false;
+	pthread_mutex_unlock(&lock);
+	if (retained == 0)
+		stop_thread_locked();
+	publish_locked();
+	pthread_mutex_unlock(&control);
+}
+
+int agr__watchdog_retain(uint64_t threshold_ns)
+{
+	int ret;
+
+	pthread_once(&wake_once, init_wake);
+	pthread_mutex_lock(&control);
+	pthread_mutex_lock(&lock);
+	retained++;
+	if (threshold_ns < least_retained_ns)
+		least_retained_ns = threshold_ns;
+	pthread_mutex_unlock(&lock);
+	ret = start_thread_locked();
+	if (ret) {
+		pthread_mutex_lock(&lock);
+		retained--;
+		pthread_mutex_unlock(&lock);
+	}
+	publish_locked();
+	pthread_mutex_unlock(&control);
+	return ret;
+}
+
+void agr__watchdog_release(void)
+{
+	pthread_mutex_lock(&control);
+	pthread_mutex_lock(&lock);
+	if (--retained == 0)
+		least_retained_ns = UINT64_MAX;
+	pthread_mutex_unlock(&lock);
+	if (retained == 0 && !global_on)
+		stop_thread_locked();
+	publish_locked();
 	pthread_mutex_unlock(&control);
 }

@@ -31,9 +31,10 @@
  */
 #define REAP_LIMIT (8 * CQE_BATCH)
 #define INBOX_BATCH 256 /* items run between two looks at the ring */
-#define WORKER_SQ_ENTRIES 256
+#define WORKER_SQ_ENTRIES 256	/* unless agr_supplier_options say */
 #define WORKER_CQ_ENTRIES 4096
 #define SQ_FLUSH_TRIES 4 /* without SUBMIT_ALL a submit may stop early */
+#define RAW_SLOTS 16	 /* room for raw SQEs at first; it grows */
 /*
  * How long an idle worker watches its inbox before it arms the doorbell
  * and sleeps (AGR_IDLE_SPIN_US overrides, 0 disables): longer than the
@@ -67,6 +68,8 @@ struct agr__op {
 	void *owner; /* what was running when it was submitted */
 	struct agr__op *prev, *next; /* the worker's in-flight list */
 	struct __kernel_timespec ts; /* owned by the kernel for timeouts */
+	agr_io_cqe_cb cqe_cb; /* instead of cb: it wants the CQE's flags */
+	agr_io_id id;
 	/* Set by agr__worker_cancel_owner(): the owner's I/O must end. */
 	bool cancelled;
 	agr__drained_fn drained;
@@ -124,7 +127,22 @@ struct agr_worker {
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
 	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
-	bool raw_sqe_open;     /* agr_io_sqe() this turn: submit no early */
+	/*
+	 * SQEs of agr_io_sqe() that the caller may still be preparing:
+	 * our own copies, moved into the ring once committed, so that no
+	 * flush can hand the kernel one unprepared.
+	 */
+	struct raw_slot {
+		struct io_uring_sqe sqe;
+		struct agr__op *op;
+		bool fixed_file;
+	} *raw;
+	unsigned nraw, raw_cap;
+	struct agr__io_next next; /* agr_io_next(): for the next operation */
+	agr_io_id last_id;
+	/* agr_io_chain(): SQEs still to take, and the last one taken. */
+	unsigned chain_left;
+	struct io_uring_sqe *chain_last;
 	unsigned inflight;
 	atomic_uint inflight_now; /* a copy of inflight for readers */
 	struct agr__op *inflight_list;
@@ -143,6 +161,7 @@ struct agr_worker {
 
 	struct agr_scheduler *sched;
 	struct agr__worker_hooks hooks;
+	struct agr__worker_settings settings; /* cpus: the scheduler's */
 	unsigned index;
 	pthread_t thread;
 	bool thread_started;
@@ -206,7 +225,8 @@ static void send_doorbell(struct agr_worker *target)
 	 * still reach the peer. Another scheduler may free its workers once
 	 * its gate drains, so its doorbell is sent, and retried, now.
 	 */
-	if (self && !self->closing && target->sched == self->sched)
+	if (self && !self->closing && !self->chain_left &&
+	    target->sched == self->sched)
 		sqe = get_sqe(self);
 	if (!sqe) {
 		ring_from_thread(target);
@@ -326,42 +346,225 @@ static struct io_uring_sqe *get_sqe(struct agr_worker *w)
  */
 static void submit_early(struct agr_worker *w)
 {
-	if (w->submit_batch == 0 || w->raw_sqe_open ||
+	if (w->submit_batch == 0 || w->chain_left ||
 	    io_uring_sq_ready(&w->ring) < w->submit_batch)
 		return;
 	if (io_uring_submit(&w->ring) > 0)
 		agr__bump(&w->stats.early_submits);
 }
 
-int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
-		    struct io_uring_sqe **sqe_out, struct agr__op **op_out)
+static struct io_uring_sqe *cancel_sqe(struct agr_worker *w);
+
+/* Room for `n` SQEs, flushing first if the SQ lacks it. */
+static bool reserve_sqes(struct agr_worker *w, unsigned n)
+{
+	if (io_uring_sq_space_left(&w->ring) >= n)
+		return true;
+	agr__bump(&w->stats.sq_full);
+	agr__worker_flush(w);
+	return io_uring_sq_space_left(&w->ring) >= n;
+}
+
+static void move_raw(struct agr_worker *w);
+static void end_open_chain(struct agr_worker *w);
+
+/*
+ * A callback or work item returned: its raw SQEs are prepared, and a
+ * chain it left unfinished ends at its last SQE.
+ */
+static void end_of_callback(struct agr_worker *w)
+{
+	if (agr__unlikely(w->nraw))
+		move_raw(w);
+	end_open_chain(w);
+}
+
+/* A chain its caller left unfinished ends at its last SQE. */
+static void end_open_chain(struct agr_worker *w)
+{
+	if (agr__likely(!w->chain_left))
+		return;
+	agr__log(AGR_LOG_WARN, "%s: agr_io_chain() asked for %u more "
+		 "operations than were submitted; the chain ends early",
+		 w->thread_name, w->chain_left);
+	agr__worker_abandon(w);
+}
+
+void agr__worker_abandon(struct agr_worker *w)
+{
+	memset(&w->next, 0, sizeof(w->next));
+	if (w->chain_last)
+		w->chain_last->flags &= (__u8)~IOSQE_IO_LINK;
+	w->chain_left = 0;
+	w->chain_last = NULL;
+}
+
+void agr__worker_set_next(struct agr_worker *w, const struct agr__io_next *n)
+{
+	w->next = *n;
+}
+
+const struct agr__io_next *agr__worker_next(const struct agr_worker *w)
+{
+	return &w->next;
+}
+
+int agr__worker_chain(struct agr_worker *w, unsigned n)
+{
+	if (w->chain_left)
+		return -EALREADY;
+	if (n > w->ring.sq.ring_entries || !reserve_sqes(w, n))
+		return -EBUSY;
+	w->chain_left = n;
+	w->chain_last = NULL;
+	return 0;
+}
+
+bool agr__worker_in_chain(const struct agr_worker *w)
+{
+	return w->chain_left > 0;
+}
+
+static void ignore_cqe(int res, void *arg)
+{
+	(void)res;
+	(void)arg;
+}
+
+/* A linked timeout after `sqe`; its own op keeps the timespec. */
+static void link_timeout(struct agr_worker *w, struct io_uring_sqe *sqe,
+			 uint64_t timeout_ns)
+{
+	struct io_uring_sqe *t = agr__get_sqe(&w->ring); /* reserved */
+	struct agr__op *op = t ? op_alloc(w) : NULL;
+
+	if (!op) {
+		if (t) {
+			io_uring_prep_nop(t);
+			io_uring_sqe_set_data64(t, UD_IGNORE);
+		}
+		agr__log(AGR_LOG_ERROR, "%s: no memory for a linked timeout; "
+			 "the operation runs without it", w->thread_name);
+		return;
+	}
+	memset(op, 0, sizeof(*op));
+	op->cb = ignore_cqe;
+	op->id = ++w->last_id;
+	op->owner = w->current_owner;
+	op->ts.tv_sec = (long long)(timeout_ns / 1000000000u);
+	op->ts.tv_nsec = (long long)(timeout_ns % 1000000000u);
+	op_track(w, op);
+	sqe->flags |= IOSQE_IO_LINK;
+	io_uring_prep_link_timeout(t, &op->ts, 0);
+	io_uring_sqe_set_data(t, op);
+}
+
+int agr__worker_finish(struct agr_worker *w, struct agr__op *op,
+		       struct io_uring_sqe *sqe)
+{
+	const struct agr__io_next *n = &w->next;
+
+	if (n->flags & AGR_IO_FIXED_FILE)
+		sqe->flags |= IOSQE_FIXED_FILE;
+	if (w->chain_left) {
+		if (--w->chain_left)
+			sqe->flags |= IOSQE_IO_LINK;
+		w->chain_last = w->chain_left ? sqe : NULL;
+	}
+	if (n->timeout_ns)
+		link_timeout(w, sqe, n->timeout_ns);
+	if (n->id)
+		*n->id = op->id;
+	memset(&w->next, 0, sizeof(w->next));
+	return 0;
+}
+
+int agr__worker_cancel_id(struct agr_worker *w, agr_io_id id)
 {
 	struct io_uring_sqe *sqe;
 	struct agr__op *op;
 
-	if (!w || w != agr__current_worker || !cb || !sqe_out)
+	for (op = w->inflight_list; op; op = op->next)
+		if (op->id == id)
+			break;
+	if (!op)
+		return -ENOENT;
+	sqe = cancel_sqe(w);
+	if (!sqe)
+		return -EBUSY;
+	io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)op, 0);
+	io_uring_sqe_set_data64(sqe, UD_IGNORE);
+	return 0;
+}
+
+static int take_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+		    struct io_uring_sqe **sqe_out, struct agr__op **op_out);
+
+int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+		    struct io_uring_sqe **sqe_out, struct agr__op **op_out)
+{
+	int ret = take_sqe(w, cb, arg, sqe_out, op_out);
+
+	if (agr__unlikely(ret) && w && w == agr__current_worker)
+		agr__worker_abandon(w);
+	return ret;
+}
+
+/* 0 if `w` may submit for cb now, else why not. */
+static int may_submit(struct agr_worker *w, agr_io_cb cb)
+{
+	/* io.c has logged why, for a caller's mistake. */
+	if (!w || w != agr__current_worker || (!cb && !w->next.cqe_cb))
 		return -EINVAL;
 	if (w->closing)
 		return -ESHUTDOWN;
 	if (agr__unlikely(w->owner_cancelled))
 		return -ECANCELED; /* so that a chain of I/O ends */
+	return 0;
+}
+
+/* A tracked operation for cb(arg), owned by what runs now. */
+static struct agr__op *new_op(struct agr_worker *w, agr_io_cb cb, void *arg)
+{
+	struct agr__op *op = op_alloc(w);
+
+	if (!op)
+		return NULL;
+	op->cb = cb;
+	op->cqe_cb = w->next.cqe_cb;
+	op->arg = arg;
+	op->id = ++w->last_id;
+	op->owner = w->current_owner;
+	op->cancelled = false;
+	op->drained = NULL;
+	op_track(w, op);
+	return op;
+}
+
+static int take_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+		    struct io_uring_sqe **sqe_out, struct agr__op **op_out)
+{
+	struct io_uring_sqe *sqe;
+	struct agr__op *op;
+	int ret = may_submit(w, cb);
+
+	if (ret)
+		return ret;
+	if (!sqe_out)
+		return -EINVAL;
 	submit_early(w);
+	if (agr__unlikely(w->next.timeout_ns) && !reserve_sqes(w, 2))
+		return -EBUSY;
 	sqe = get_sqe(w);
 	if (!sqe)
 		return -EBUSY;
-	op = op_alloc(w);
+	op = new_op(w, cb, arg);
 	if (!op) {
 		/* Turn the taken SQE into a harmless no-op. */
 		io_uring_prep_nop(sqe);
 		io_uring_sqe_set_data64(sqe, UD_IGNORE);
 		return -ENOMEM;
 	}
-	op->cb = cb;
-	op->arg = arg;
-	op->owner = w->current_owner;
-	op->cancelled = false;
-	op->drained = NULL;
-	op_track(w, op);
 	io_uring_sqe_set_data(sqe, op);
 	*sqe_out = sqe;
 	if (op_out)
@@ -369,9 +572,89 @@ int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 	return 0;
 }
 
-void agr__worker_hold_submits(struct agr_worker *w)
+/* Room for twice as many raw SQEs: 0 or -ENOMEM. */
+static int grow_raw(struct agr_worker *w)
 {
-	w->raw_sqe_open = true; /* cleared as the next turn begins */
+	unsigned cap = w->raw_cap ? 2 * w->raw_cap : RAW_SLOTS;
+	struct raw_slot *raw = realloc(w->raw, cap * sizeof(*raw));
+
+	if (!raw)
+		return -ENOMEM;
+	w->raw = raw;
+	w->raw_cap = cap;
+	return 0;
+}
+
+int agr__worker_raw_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+			struct io_uring_sqe **sqe_out)
+{
+	struct raw_slot *slot;
+	int ret = may_submit(w, cb);
+
+	if (ret)
+		return ret;
+	submit_early(w);
+	if (w->nraw == w->raw_cap && grow_raw(w))
+		return -ENOMEM;
+	slot = &w->raw[w->nraw];
+	slot->op = new_op(w, cb, arg);
+	if (!slot->op)
+		return -ENOMEM;
+	if (w->next.id)
+		*w->next.id = slot->op->id;
+	slot->fixed_file = w->next.flags & AGR_IO_FIXED_FILE;
+	memset(&slot->sqe, 0, sizeof(slot->sqe));
+	memset(&w->next, 0, sizeof(w->next));
+	w->nraw++;
+	*sqe_out = &slot->sqe;
+	return 0;
+}
+
+/* Moves committed raw SQEs into the ring, as far as it has room. */
+static void move_raw(struct agr_worker *w)
+{
+	struct io_uring_sqe *sqe;
+	unsigned i;
+
+	for (i = 0; i < w->nraw; i++) {
+		sqe = get_sqe(w);
+		if (!sqe)
+			break; /* the rest on the next try */
+		memcpy(sqe, &w->raw[i].sqe, sizeof(*sqe));
+		if (w->raw[i].fixed_file)
+			sqe->flags |= IOSQE_FIXED_FILE;
+		io_uring_sqe_set_data(sqe, w->raw[i].op);
+	}
+	if (i == w->nraw) {
+		w->nraw = 0;
+		return;
+	}
+	memmove(w->raw, w->raw + i, (w->nraw - i) * sizeof(w->raw[0]));
+	w->nraw -= i;
+}
+
+int agr__worker_commit_raw(struct agr_worker *w)
+{
+	if (!w->nraw)
+		return -EALREADY;
+	move_raw(w);
+	return 0;
+}
+
+/* Teardown: raw SQEs never submitted end with -ECANCELED. */
+static void drop_raw(struct agr_worker *w)
+{
+	struct agr__op *op;
+
+	while (w->nraw) {
+		op = w->raw[--w->nraw].op;
+		op_untrack(w, op);
+		if (op->cqe_cb)
+			op->cqe_cb(-ECANCELED, 0, op->arg);
+		else
+			op->cb(-ECANCELED, op->arg);
+		op_free(w, op);
+	}
 }
 
 struct __kernel_timespec *agr__op_timespec(struct agr__op *op)
@@ -513,7 +796,11 @@ static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 	w->owner_cancelled = op->cancelled;
 	w->completing = op;
 	running_begin(w);
-	op->cb(res, op->arg);
+	if (op->cqe_cb)
+		op->cqe_cb(res, flags, op->arg);
+	else
+		op->cb(res, op->arg);
+	end_of_callback(w);
 	running_end(w);
 	w->completing = NULL;
 	w->owner_cancelled = false;
@@ -574,6 +861,7 @@ static bool run_inbox(struct agr_worker *w)
 		agr__bump(&w->stats.items);
 		running_begin(w);
 		work->fn(work, w, 0);
+		end_of_callback(w);
 		running_end(w);
 	}
 	return true;
@@ -640,17 +928,96 @@ static void sleep_in_kernel(struct agr_worker *w)
 	atomic_store_explicit(&w->bell, BELL_RUNG, memory_order_seq_cst);
 }
 
-/* The environment's settings for this worker, read as it starts. */
+const struct agr__worker_settings agr__worker_defaults = {
+	.sqpoll_cpu = -1,
+	.idle_spin_us = -1,
+	.submit_batch = -1,
+};
+
+static unsigned sq_entries_of(const struct agr__worker_settings *st)
+{
+	return st->sq_entries ? st->sq_entries : WORKER_SQ_ENTRIES;
+}
+
+static unsigned cq_entries_of(const struct agr__worker_settings *st)
+{
+	unsigned sq = sq_entries_of(st);
+
+	if (st->cq_entries)
+		return st->cq_entries;
+	return 2 * sq > WORKER_CQ_ENTRIES ? 2 * sq : WORKER_CQ_ENTRIES;
+}
+
+/*
+ * The loop's settings, read as the worker starts: the options, else
+ * the environment, else the defaults.
+ */
 static void read_settings(struct agr_worker *w)
 {
-	long spin_us = agr__env_long_or("AGR_IDLE_SPIN_US",
-					IDLE_SPIN_NS_DEFAULT / 1000, 0,
-					IDLE_SPIN_US_MAX);
+	const struct agr__worker_settings *st = &w->settings;
+	unsigned sq = sq_entries_of(st);
+	long spin_us = st->idle_spin_us >= 0 ?
+			       st->idle_spin_us :
+			       agr__env_long_or("AGR_IDLE_SPIN_US",
+						IDLE_SPIN_NS_DEFAULT / 1000,
+						0, IDLE_SPIN_US_MAX);
 
 	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
-	w->submit_batch = (unsigned)agr__env_long_or("AGR_SUBMIT_BATCH",
-						     SUBMIT_BATCH_DEFAULT, 0,
-						     WORKER_SQ_ENTRIES);
+	w->submit_batch = st->submit_batch >= 0 ?
+				  (unsigned)st->submit_batch :
+				  (unsigned)agr__env_long_or(
+					  "AGR_SUBMIT_BATCH",
+					  SUBMIT_BATCH_DEFAULT, 0, sq);
+}
+
+/* The ring, pinned where asked; 0 or the setup's error (logged). */
+static int setup_ring(struct agr_worker *w)
+{
+	const struct agr__worker_settings *st = &w->settings;
+	struct agr__ring_setup setup = {
+		.sq_entries = sq_entries_of(st),
+		.cq_entries = cq_entries_of(st),
+		.ring_flags = st->ring_flags,
+		.sqpoll_idle_ms = st->sqpoll_idle_ms,
+		.sqpoll_cpu = st->sqpoll_cpu,
+	};
+	/* Before the ring exists, so that its memory is local too. */
+	int cpu = agr__pin_worker(w->thread_name, w->index, st->cpus,
+				  st->ncpus);
+	int ret = agr__ring_init(&w->ring, &setup, w->thread_name, NULL);
+
+	if (ret)
+		return ret;
+	w->ring_fd = w->ring.ring_fd;
+	atomic_store(&w->ring_ready, true);
+	agr__pin_io_workers(&w->ring, w->thread_name, cpu);
+	return 0;
+}
+
+static void tear_down(struct agr_worker *w);
+
+/* The user's init hook; on failure its I/O, if any, is ended. */
+static int run_init_hook(struct agr_worker *w)
+{
+	const struct agr__worker_settings *st = &w->settings;
+	int ret;
+
+	if (!st->init)
+		return 0;
+	ret = st->init(w, st->hook_arg);
+	if (ret > 0) {
+		agr__log(AGR_LOG_ERROR, "%s: the worker init hook returned "
+			 "%d, neither 0 nor a negative errno", w->thread_name,
+			 ret);
+		ret = -EINVAL;
+	} else if (ret < 0) {
+		agr__log(AGR_LOG_ERROR, "%s: the worker init hook failed: %s",
+			 w->thread_name, strerror(-ret));
+	}
+	end_of_callback(w);
+	if (ret < 0)
+		tear_down(w);
+	return ret;
 }
 
 static void poll_kernel(struct agr_worker *w);
@@ -788,6 +1155,7 @@ static void cancel_inflight(struct agr_worker *w)
 static void tear_down(struct agr_worker *w)
 {
 	w->closing = true;
+	drop_raw(w);
 	drop_inbox(w);
 	while (w->inflight > 0) {
 		cancel_inflight(w);
@@ -816,8 +1184,9 @@ static void worker_loop(struct agr_worker *w)
 
 	for (;;) {
 		agr__bump(&w->stats.iterations);
-		/* Last turn's handlers have returned: their SQEs are ready. */
-		w->raw_sqe_open = false;
+		/* Raw SQEs the ring had no room for last time. */
+		if (agr__unlikely(w->nraw))
+			move_raw(w);
 		note_cq_overflow(w);
 		reap(w);
 		more = run_inbox(w);
@@ -856,25 +1225,24 @@ static void free_op_pool(struct agr_worker *w)
 static void *worker_main(void *arg)
 {
 	struct agr_worker *w = arg;
-	int ret, cpu;
+	int ret;
 
 	set_thread_name(w);
+	agr__log_set_thread_hook(w->settings.log_fn, w->settings.log_arg);
+	agr__ring_wait_set_mode(w->settings.wait_mode);
 	read_settings(w);
-	/* Before the ring exists, so that its memory is local too. */
-	cpu = agr__pin_worker(w->thread_name, w->index);
 	agr__current_worker = w;
-	ret = agr__ring_init(&w->ring, WORKER_SQ_ENTRIES, WORKER_CQ_ENTRIES,
-			     w->thread_name, NULL);
-	if (ret == 0) {
-		w->ring_fd = w->ring.ring_fd;
-		atomic_store(&w->ring_ready, true);
-		agr__pin_io_workers(&w->ring, w->thread_name, cpu);
-	}
+	ret = setup_ring(w);
+	if (ret == 0)
+		ret = run_init_hook(w);
 	w->hooks.ready(w->hooks.arg, ret);
 	atomic_store_explicit(&w->stats.started_ns, agr__now_ns(),
 			      memory_order_relaxed);
-	if (ret == 0)
+	if (ret == 0) {
 		worker_loop(w);
+		if (w->settings.exit)
+			w->settings.exit(w, w->settings.hook_arg);
+	}
 	atomic_store_explicit(&w->stats.exited_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	free_op_pool(w);
@@ -883,6 +1251,7 @@ static void *worker_main(void *arg)
 	/* What was pushed after our last look is adopted, by us or them. */
 	atomic_store(&w->exited, true);
 	agr__worker_adopt_orphans(w);
+	agr__log_set_thread_hook(NULL, NULL);
 	w->hooks.exited(w->hooks.arg);
 	return NULL;
 }
@@ -910,6 +1279,7 @@ int agr__worker_new(const struct agr__worker_config *cfg,
 	w->sched = cfg->sched;
 	w->index = cfg->index;
 	w->hooks = cfg->hooks;
+	w->settings = cfg->settings ? *cfg->settings : agr__worker_defaults;
 	n = strnlen(cfg->thread_name, sizeof(w->thread_name) - 1);
 	memcpy(w->thread_name, cfg->thread_name, n);
 	w->thread_name[n] = '\0';
@@ -952,6 +1322,7 @@ void agr__worker_free(struct agr_worker *w)
 {
 	if (!w)
 		return;
+	free(w->raw);
 	if (atomic_load(&w->ring_ready))
 		io_uring_queue_exit(&w->ring);
 	pthread_mutex_destroy(&w->orphan_lock);
@@ -961,6 +1332,16 @@ void agr__worker_free(struct agr_worker *w)
 const char *agr__worker_name(const struct agr_worker *w)
 {
 	return w->thread_name;
+}
+
+bool agr__worker_exited(const struct agr_worker *w)
+{
+	return atomic_load(&w->exited);
+}
+
+bool agr__worker_closing(const struct agr_worker *w)
+{
+	return w->closing;
 }
 
 int agr__worker_inflight(const struct agr_worker *w)

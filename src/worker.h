@@ -54,12 +54,40 @@ struct agr__worker_hooks {
 	void *arg;
 };
 
+/*
+ * How a worker shapes its ring and loop (agr_supplier_options, checked
+ * already). -1 in idle_spin_us or submit_batch, NULL cpus, 0 entries:
+ * the environment's setting or the built-in default.
+ */
+struct agr__worker_settings {
+	unsigned sq_entries, cq_entries;
+	unsigned ring_flags; /* AGR_RING_* */
+	unsigned sqpoll_idle_ms;
+	int sqpoll_cpu;
+	const int *cpus;
+	int ncpus;
+	int idle_spin_us;
+	int submit_batch;
+	agr_wait_mode wait_mode;
+	agr_worker_init_fn init;
+	agr_worker_exit_fn exit;
+	void *hook_arg;
+	agr_log_fn log_fn;
+	void *log_arg;
+	uint64_t watchdog_ns; /* the supplier's own watchdog; 0: none */
+};
+
+/* The built-in defaults: as if every option was left alone. */
+extern const struct agr__worker_settings agr__worker_defaults;
+
 /* How to make a worker. */
 struct agr__worker_config {
 	struct agr_scheduler *sched; /* agr_worker_scheduler(); opaque here */
 	unsigned index;		     /* agr_worker_index() */
 	const char *thread_name;     /* cut to the 15 bytes Linux keeps */
 	struct agr__worker_hooks hooks;
+	/* Read by the worker's thread as it starts: keep it until then. */
+	const struct agr__worker_settings *settings;
 };
 
 /* Allocates a worker (no thread yet): 0 or -ENOMEM. */
@@ -95,6 +123,12 @@ void agr__worker_free(struct agr_worker *w);
 
 /* The thread name ("<scheduler>-<index>", cut to 15 bytes). */
 const char *agr__worker_name(const struct agr_worker *w);
+
+/* True once the thread has left its loop (any thread may ask). */
+bool agr__worker_exited(const struct agr_worker *w);
+
+/* True while it tears down: it submits nothing more (its own thread). */
+bool agr__worker_closing(const struct agr_worker *w);
 
 /* Operations in flight on the ring; any thread may ask. */
 int agr__worker_inflight(const struct agr_worker *w);
@@ -140,12 +174,64 @@ void agr__worker_set_owner(struct agr_worker *w, void *owner);
 int agr__worker_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
 		    struct io_uring_sqe **sqe_out, struct agr__op **op_out);
 
+/* agr_io_next(): what the next operation submitted on a worker gets. */
+struct agr__io_next {
+	unsigned flags;	     /* AGR_IO_FIXED_FILE, AGR_IO_FIXED_BUF */
+	unsigned buf_index;
+	uint64_t timeout_ns; /* a linked timeout */
+	agr_io_cqe_cb cqe_cb;
+	agr_io_id *id;
+};
+
+/* Sets what the next operation gets (agr_io_next, checked already). */
+void agr__worker_set_next(struct agr_worker *w, const struct agr__io_next *n);
+
+/* What the next operation gets; the agr_io_* call being made reads it. */
+const struct agr__io_next *agr__worker_next(const struct agr_worker *w);
+
 /*
- * The caller of agr__worker_sqe() prepares its SQE after returning: no
- * prepared SQE is handed to the kernel before this turn of the loop
- * ends.
+ * Ends an agr__worker_sqe() whose SQE the caller has prepared: applies
+ * what agr_io_next() and agr_io_chain() asked (flags, a linked timeout,
+ * the id) and forgets agr_io_next(). Returns 0.
  */
-void agr__worker_hold_submits(struct agr_worker *w);
+int agr__worker_finish(struct agr_worker *w, struct agr__op *op,
+		       struct io_uring_sqe *sqe);
+
+/*
+ * After a failed agr_io_* call: forgets agr_io_next() and ends an open
+ * chain (its last SQE no longer links to what comes next).
+ */
+void agr__worker_abandon(struct agr_worker *w);
+
+/*
+ * agr_io_chain(): makes room for `n` SQEs now and links the next `n`
+ * operations. 0, -EBUSY (no room: SQ full with a raw SQE open, or n
+ * more than the SQ holds), -EALREADY (a chain is open).
+ */
+int agr__worker_chain(struct agr_worker *w, unsigned n);
+
+/* True between agr_io_chain() and its last operation. */
+bool agr__worker_in_chain(const struct agr_worker *w);
+
+/*
+ * Asks the kernel to cancel the in-flight operation with `id`: 0,
+ * -ENOENT (none such in flight), -EBUSY (no SQE for the request).
+ */
+int agr__worker_cancel_id(struct agr_worker *w, agr_io_id id);
+
+/*
+ * agr_io_sqe(): an SQE the caller prepares after this returns. It is
+ * the worker's own copy, not yet in the ring: it moves there (with
+ * user_data set) at agr__worker_commit_raw() or when the callback or
+ * work item that took it returns, so no flush can submit it unprepared.
+ * What agr_io_next() asked is taken now (the id, the CQE callback,
+ * AGR_IO_FIXED_FILE at the move). Errors as agr__worker_sqe().
+ */
+int agr__worker_raw_sqe(struct agr_worker *w, agr_io_cb cb, void *arg,
+			struct io_uring_sqe **sqe_out);
+
+/* Raw SQEs taken so far are prepared: 0, or -EALREADY when none. */
+int agr__worker_commit_raw(struct agr_worker *w);
 
 /* The timespec an operation owns for the kernel (timeouts). */
 struct __kernel_timespec *agr__op_timespec(struct agr__op *op);

@@ -937,9 +937,11 @@ END_TEST
 
 /*
  * A function pending on the test thread (no I/O to cancel) is finished
- * from that thread after a force stop: the message must still complete,
- * and the one queued behind it be discarded. _i == 0: the dispatcher
- * owns the supplier, whose workers have ended by then; 1: it does not.
+ * from that thread after a force stop: the message completes once
+ * (discarded by the force, which finds no I/O left, or by that call,
+ * whichever comes first), and the one queued behind it is discarded.
+ * _i == 0: the dispatcher owns the supplier, whose workers have ended
+ * by then; 1: it does not.
  */
 START_TEST(done_from_another_thread_after_force_stop_completes)
 {
@@ -1882,6 +1884,115 @@ static int done_twice(agr_exchange *ex, void *arg)
 	return AGR_PENDING;
 }
 
+/* ---- the watchdog names stuck messages ---- */
+
+struct stuck {
+	pthread_mutex_t lock;
+	agr_exchange *ex;
+	char line[512];
+	struct tu_tally reports, started;
+};
+
+static struct stuck *stuck_now; /* the log hook's view */
+
+static void stuck_log(agr_log_level level, const char *msg, void *arg)
+{
+	struct stuck *st = stuck_now;
+
+	(void)arg;
+	if (level != AGR_LOG_WARN || !st || !strstr(msg, "stuck message"))
+		return;
+	pthread_mutex_lock(&st->lock);
+	snprintf(st->line, sizeof(st->line), "%s", msg);
+	pthread_mutex_unlock(&st->lock);
+	tu_tally_add(&st->reports);
+}
+
+static int pend_forever(agr_exchange *ex, void *arg)
+{
+	struct stuck *st = arg;
+
+	pthread_mutex_lock(&st->lock);
+	st->ex = ex;
+	pthread_mutex_unlock(&st->lock);
+	tu_tally_add(&st->started);
+	return AGR_PENDING;
+}
+
+static void finish_stuck(struct stuck *st)
+{
+	agr_exchange *ex;
+
+	pthread_mutex_lock(&st->lock);
+	ex = st->ex;
+	st->ex = NULL;
+	pthread_mutex_unlock(&st->lock);
+	agr_exchange_done(ex, 0);
+}
+
+/*
+ * A function that returned AGR_PENDING and never finishes is named by
+ * the watchdog (dispatcher, group, worker, type, age), once per
+ * message, and counted in the stats and the exposition.
+ */
+START_TEST(watchdog_names_a_stuck_message)
+{
+	struct stuck st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct journal j;
+	struct tmsg a, b;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	char page[16384], want[96];
+
+	journal_init(&j);
+	tu_tally_init(&st.reports);
+	tu_tally_init(&st.started);
+	stuck_now = &st;
+	agr_set_log_hook(stuck_log, NULL);
+	o = owned_options(1, 4, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, "Pay", pend_forever, &st);
+	start(d);
+	ck_assert_int_eq(agr_watchdog_start(20 * MS), 0);
+	tmsg_init(&a, "order-1", 1);
+	a.m.type = "Pay";
+	send_ok(d, &a);
+	ck_assert(tu_tally_wait(&st.reports, 1, TU_LONG_NS));
+	snprintf(want, sizeof(want), "orders group %d (worker 0)",
+		 agr_dispatcher_group_of(d, &a.m));
+	pthread_mutex_lock(&st.lock);
+	ck_assert_msg(strstr(st.line, want), "report: %s", st.line);
+	ck_assert(strstr(st.line, "type \"Pay\""));
+	ck_assert(strstr(st.line, " ms: a function returned AGR_PENDING"));
+	pthread_mutex_unlock(&st.lock);
+	finish_stuck(&st);
+	ck_assert(journal_wait(&j, 1));
+
+	/* A second stuck message is a second report, not more of the first. */
+	tmsg_init(&b, "order-1", 2);
+	b.m.type = "Pay";
+	send_ok(d, &b);
+	ck_assert(tu_tally_wait(&st.reports, 2, TU_LONG_NS));
+	finish_stuck(&st);
+	ck_assert(journal_wait(&j, 2));
+	ck_assert_uint_eq(stats_of(d).stuck, 2);
+	ck_assert_int_gt(agr_metrics_write_prometheus(
+				 (agr_dispatcher *const[]){ d }, 1,
+				 page, sizeof(page)), 0);
+	ck_assert(strstr(page, "\naggring_stuck_messages_total{context=\"sales"
+			       "\",aggregate=\"Order\",dispatcher=\"orders\"} "
+			       "2\n"));
+	agr_watchdog_stop();
+	ck_assert_int_eq(tu_tally_value(&st.reports), 2);
+	stop_and_free(d);
+	agr_set_log_hook(NULL, NULL);
+	stuck_now = NULL;
+	tu_tally_destroy(&st.reports);
+	tu_tally_destroy(&st.started);
+	journal_destroy(&j);
+}
+END_TEST
+
 START_TEST(second_done_is_ignored)
 {
 	struct tmsg t1, t2;
@@ -2128,6 +2239,766 @@ START_TEST(supplier_stop_under_sends_loses_nothing)
 }
 END_TEST
 
+/* ==== misuse refused, and a force stop bounds every message ==== */
+
+/* ---- what the library logged, word for word ---- */
+
+#define LOG_LINES 128
+
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t grew;
+	int n;
+	char line[LOG_LINES][400];
+} logbook = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static void keep_log(agr_log_level level, const char *msg, void *arg)
+{
+	(void)level;
+	(void)arg;
+	pthread_mutex_lock(&logbook.lock);
+	if (logbook.n < LOG_LINES) {
+		snprintf(logbook.line[logbook.n], sizeof(logbook.line[0]),
+			 "%s", msg);
+		logbook.n++;
+		pthread_cond_broadcast(&logbook.grew);
+	}
+	pthread_mutex_unlock(&logbook.lock);
+}
+
+static void logbook_open(void)
+{
+	pthread_mutex_lock(&logbook.lock);
+	logbook.n = 0;
+	pthread_mutex_unlock(&logbook.lock);
+	agr_set_log_hook(keep_log, NULL);
+}
+
+static void logbook_close(void)
+{
+	agr_set_log_hook(NULL, NULL);
+}
+
+static bool has(const char *line, const char *part)
+{
+	return !part || strstr(line, part);
+}
+
+/* Lines that hold a, b and c (NULL: anything). */
+static int count_lines_locked(const char *a, const char *b, const char *c)
+{
+	int i, n = 0;
+
+	for (i = 0; i < logbook.n; i++)
+		if (has(logbook.line[i], a) && has(logbook.line[i], b) &&
+		    has(logbook.line[i], c))
+			n++;
+	return n;
+}
+
+/* As count_lines_locked, once there is one or `timeout_ns` passed. */
+static int log_wait(const char *a, const char *b, const char *c,
+		    uint64_t timeout_ns)
+{
+	struct timespec ts = tu_deadline_after(timeout_ns);
+	int n;
+
+	pthread_mutex_lock(&logbook.lock);
+	while ((n = count_lines_locked(a, b, c)) < 1 &&
+	       pthread_cond_timedwait(&logbook.grew, &logbook.lock, &ts) !=
+		       ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&logbook.lock);
+	return n;
+}
+
+static void dump_logbook(void)
+{
+	int i;
+
+	pthread_mutex_lock(&logbook.lock);
+	for (i = 0; i < logbook.n; i++)
+		fprintf(stderr, "log[%d]: %s\n", i, logbook.line[i]);
+	pthread_mutex_unlock(&logbook.lock);
+}
+
+static const char *or_any(const char *s)
+{
+	return s ? s : "";
+}
+
+#define ASSERT_LOGGED(a, b, c)                                          \
+	do {                                                            \
+		if (log_wait((a), (b), (c), TU_LONG_NS) < 1)            \
+			dump_logbook();                                 \
+		ck_assert_msg(log_wait((a), (b), (c), 0) >= 1,          \
+			      "nothing logged with \"%s\" \"%s\" \"%s\"", \
+			      (a), or_any(b), or_any(c));               \
+	} while (0)
+
+/* ---- sending a message in flight ---- */
+
+/*
+ * A message is in flight from its admission until its completion
+ * callback is called: sending it again meanwhile (held by its function,
+ * or queued behind another) is -EBUSY and changes nothing, in a batch
+ * too. Once completed it is the caller's and may be sent again.
+ */
+START_TEST(send_in_flight_is_refused)
+{
+	struct tmsg t1, t2, dirty;
+	agr_message *batch[2];
+	agr_dispatcher_options o;
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	size_t admitted = 99;
+	struct held h;
+
+	held_init(&h);
+	logbook_open();
+	o = owned_options(1, 8, &h.j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	tmsg_init(&t2, "order-1", 2);
+	send_ok(d, &t1);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+	ck_assert_int_eq(agr_dispatcher_send(d, &t1.m), -EBUSY);
+	ASSERT_LOGGED("agr_dispatcher_send", "still in flight", "order-1");
+	batch[0] = &t2.m;
+	batch[1] = &t1.m;
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, batch, 2, &admitted),
+			 -EBUSY);
+	ck_assert_uint_eq(admitted, 1);
+	ck_assert_int_eq(agr_dispatcher_send(d, &t2.m), -EBUSY); /* queued */
+	ck_assert_uint_eq(stats_of(d).refused, 0);
+
+	agr_exchange_done(h.ex, 0);
+	ck_assert(journal_wait(&h.j, 2));
+	ASSERT_EVENTS(&h.j, EV_START + 1, EV_DONE + 1, EV_START + 2,
+		      EV_DONE + 2);
+	ck_assert_int_eq(atomic_load(&t1.completions), 1);
+	ck_assert_int_eq(atomic_load(&t2.completions), 1);
+	ck_assert_int_eq(t1.status, 0);
+	ck_assert_int_eq(t2.status, 0);
+
+	t1.seq = 3; /* completed: the caller's again, it may go again */
+	send_ok(d, &t1);
+	ck_assert(journal_wait(&h.j, 3));
+	ck_assert_int_eq(atomic_load(&t1.completions), 2);
+
+	/* internal_ not zeroed looks in flight, as the header warns. */
+	tmsg_init(&dirty, "order-1", 4);
+	memset(&dirty.m.internal_, 0xa5, sizeof(dirty.m.internal_));
+	ck_assert_int_eq(agr_dispatcher_send(d, &dirty.m), -EBUSY);
+
+	st = stop_and_get_stats(d);
+	ck_assert_uint_eq(st.admitted, 3);
+	ck_assert_uint_eq(st.handled, 3);
+	ck_assert_uint_eq(st.refused, 0);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(tu_tally_value(&h.j.completed), 3);
+	ck_assert_int_eq(atomic_load(&dirty.completions), 0);
+	logbook_close();
+	held_destroy(&h);
+}
+END_TEST
+
+#define RACE_ROUNDS 300
+
+struct twin_senders {
+	agr_dispatcher *d;
+	struct tmsg *msgs;
+	pthread_barrier_t go;
+	int results[2][RACE_ROUNDS];
+};
+
+struct twin {
+	pthread_t thread;
+	struct twin_senders *s;
+	int index;
+};
+
+static void *send_each_round(void *arg)
+{
+	struct twin *t = arg;
+	int r;
+
+	for (r = 0; r < RACE_ROUNDS; r++) {
+		pthread_barrier_wait(&t->s->go);
+		t->s->results[t->index][r] =
+			agr_dispatcher_send(t->s->d, &t->s->msgs[r].m);
+	}
+	return NULL;
+}
+
+/* Two threads send the same message at once: exactly one admits it. */
+START_TEST(same_message_from_two_threads_admitted_once)
+{
+	struct twin_senders s;
+	struct twin twins[2];
+	struct journal j;
+	agr_dispatcher_options o;
+	int r, k, zeros;
+
+	journal_init(&j);
+	logbook_open();
+	o = owned_options(2, 8, &j);
+	s.d = new_dispatcher(&o);
+	add_fn(s.d, NULL, work_a_little, NULL);
+	s.msgs = calloc(RACE_ROUNDS, sizeof(*s.msgs));
+	ck_assert_ptr_nonnull(s.msgs);
+	for (r = 0; r < RACE_ROUNDS; r++)
+		tmsg_init(&s.msgs[r], r % 2 ? "order-1" : "order-2", r);
+	ck_assert_int_eq(pthread_barrier_init(&s.go, NULL, 2), 0);
+	/* Not started yet: every message admitted stays in flight. */
+	for (k = 0; k < 2; k++) {
+		twins[k].s = &s;
+		twins[k].index = k;
+		ck_assert_int_eq(pthread_create(&twins[k].thread, NULL,
+						send_each_round, &twins[k]),
+				 0);
+	}
+	for (k = 0; k < 2; k++)
+		pthread_join(twins[k].thread, NULL);
+	for (r = 0; r < RACE_ROUNDS; r++) {
+		zeros = 0;
+		for (k = 0; k < 2; k++) {
+			ck_assert(s.results[k][r] == 0 ||
+				  s.results[k][r] == -EBUSY);
+			zeros += s.results[k][r] == 0;
+		}
+		ck_assert_int_eq(zeros, 1);
+	}
+	start(s.d);
+	ck_assert(journal_wait(&j, RACE_ROUNDS));
+	stop_and_free(s.d);
+	for (r = 0; r < RACE_ROUNDS; r++)
+		ck_assert_int_eq(atomic_load(&s.msgs[r].completions), 1);
+	ck_assert_int_eq(tu_tally_value(&j.completed), RACE_ROUNDS);
+	pthread_barrier_destroy(&s.go);
+	free(s.msgs);
+	logbook_close();
+	journal_destroy(&j);
+}
+END_TEST
+
+/* ---- a pending function that never finishes ---- */
+
+#define FORCE_BOUND_NS (2000 * MS)
+
+/*
+ * Message 1's function returns AGR_PENDING and never finishes. A force
+ * stop discards it (no I/O left) and the one queued behind it, within
+ * the bound; a late agr_exchange_done() is logged and ignored; free
+ * returns at once. _i == 0: the dispatcher owns its supplier (whose
+ * workers the force tears down); 1: it does not.
+ */
+START_TEST(force_stop_ends_a_pending_function_that_never_finishes)
+{
+	agr_supplier *sup = new_supplier(1);
+	struct tmsg t1, t2;
+	struct held h;
+	agr_dispatcher_options o = options(sup, _i == 0, 8, &h.j);
+	agr_dispatcher_stats st;
+	agr_dispatcher *d;
+	uint64_t before;
+
+	held_init(&h);
+	logbook_open();
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	t1.m.type = "lost-callback";
+	tmsg_init(&t2, "order-1", 2);
+	send_ok(d, &t1);
+	send_ok(d, &t2);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
+	ck_assert(journal_wait(&h.j, 2));
+	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
+	ck_assert_int_eq(t1.status, AGR_DISCARDED);
+	ck_assert_int_eq(t2.status, AGR_DISCARDED);
+	ck_assert_int_eq(journal_pos(&h.j, EV_START + 2), -1);
+
+	agr_exchange_done(h.ex, 0); /* too late: ignored, and said so */
+	ASSERT_LOGGED("orders: agr_exchange_done()",
+		      "after its message completed", NULL);
+	before = tu_now_ns();
+	st = stats_of(d);
+	agr_dispatcher_free(d);
+	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
+	ck_assert_uint_eq(st.discarded, 2);
+	ck_assert_int_eq(atomic_load(&t1.completions), 1);
+	ck_assert_int_eq(atomic_load(&t2.completions), 1);
+	ck_assert_int_eq(tu_tally_value(&h.j.completed), 2);
+	if (_i != 0)
+		agr_supplier_free(sup);
+	logbook_close();
+	held_destroy(&h);
+}
+END_TEST
+
+/* A receive whose callback loses the exchange: it never finishes. */
+struct lost_recv {
+	struct journal j;
+	struct tu_latch started;
+	int fds[2];
+	char buf[8];
+	atomic_int recv_res;
+	int res_at_completion;
+};
+
+static void recv_lost(int res, void *arg)
+{
+	struct lost_recv *r = arg;
+
+	atomic_store(&r->recv_res, res); /* and no agr_exchange_done() */
+}
+
+static int recv_then_forget(agr_exchange *ex, void *arg)
+{
+	struct lost_recv *r = arg;
+	int ret;
+
+	journal_add(&r->j, EV_START + current_tmsg(ex)->seq);
+	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
+			  sizeof(r->buf), 0, recv_lost, r);
+	tu_latch_count_down(&r->started);
+	return ret < 0 ? ret : AGR_PENDING;
+}
+
+static void note_recv_at_completion(agr_message *msg, int status, void *arg)
+{
+	struct lost_recv *r = arg;
+
+	r->res_at_completion = atomic_load(&r->recv_res);
+	record_completion(msg, status, &r->j);
+}
+
+/*
+ * The force cancels the receive, whose callback does not finish the
+ * function: the message is discarded once the receive is gone, not
+ * before (its buffer is the kernel's until then). _i as above.
+ */
+START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
+{
+	agr_supplier *sup = new_supplier(1);
+	struct lost_recv r = { .recv_res = 1, .res_at_completion = 1 };
+	agr_dispatcher_options o = options(sup, _i == 0, 8, &r);
+	agr_dispatcher *d;
+	uint64_t before;
+	struct tmsg t;
+
+	o.on_complete = note_recv_at_completion;
+	journal_init(&r.j);
+	tu_latch_init(&r.started, 1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, recv_then_forget, &r);
+	start(d);
+	tmsg_init(&t, "order-1", 1);
+	send_ok(d, &t);
+	ck_assert(tu_latch_wait(&r.started, TU_LONG_NS));
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
+	/*
+	 * Torn down with the receive in flight (_i == 0), the workers
+	 * leave the message to the stop, which sweeps once they exited.
+	 */
+	if (_i == 0)
+		stop(d);
+	ck_assert(journal_wait(&r.j, 1));
+	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
+	ck_assert_int_eq(t.status, AGR_DISCARDED);
+	ck_assert_int_eq(r.res_at_completion, -ECANCELED);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(atomic_load(&t.completions), 1);
+	if (_i != 0)
+		agr_supplier_free(sup);
+	close(r.fds[0]);
+	close(r.fds[1]);
+	tu_latch_destroy(&r.started);
+	journal_destroy(&r.j);
+}
+END_TEST
+
+/* Message 1's function blocks (a blocking call) until released. */
+struct blocker {
+	struct journal j;
+	struct tu_latch started, release;
+};
+
+static int block_until_released(agr_exchange *ex, void *arg)
+{
+	struct blocker *b = arg;
+	int seq = current_tmsg(ex)->seq;
+
+	journal_add(&b->j, EV_START + seq);
+	if (seq == 1) {
+		tu_latch_count_down(&b->started);
+		TU_EXPECT(tu_latch_wait(&b->release, TU_LONG_NS * 2));
+	}
+	return 0;
+}
+
+struct freer {
+	pthread_t thread;
+	agr_dispatcher *d;
+	atomic_bool returned;
+};
+
+static void *free_in_thread(void *arg)
+{
+	struct freer *f = arg;
+
+	agr_dispatcher_free(f->d);
+	atomic_store(&f->returned, true);
+	return NULL;
+}
+
+/*
+ * Only a function blocked in a call can hold a forced dispatcher; then
+ * free says what it waits for (dispatcher, group, type, age) every 5 s
+ * rather than hang silently, and returns once the function does.
+ */
+START_TEST(free_names_the_function_it_waits_for)
+{
+	struct blocker b;
+	struct freer f;
+	struct tmsg t;
+	char group[32];
+	agr_dispatcher_options o;
+
+	journal_init(&b.j);
+	tu_latch_init(&b.started, 1);
+	tu_latch_init(&b.release, 1);
+	logbook_open();
+	o = owned_options(1, 8, &b.j);
+	f.d = new_dispatcher(&o);
+	atomic_init(&f.returned, false);
+	add_fn(f.d, NULL, block_until_released, &b);
+	start(f.d);
+	tmsg_init(&t, "order-1", 1);
+	t.m.type = "blocked";
+	send_ok(f.d, &t);
+	ck_assert(tu_latch_wait(&b.started, TU_LONG_NS));
+	ck_assert_int_eq(agr_dispatcher_force_stop(f.d), 0);
+	ck_assert_int_eq(pthread_create(&f.thread, NULL, free_in_thread, &f),
+			 0);
+	snprintf(group, sizeof(group), "group %d ",
+		 agr_group_key("order-1", 8));
+	ASSERT_LOGGED("orders: agr_dispatcher_free() waits", group,
+		      "type \"blocked\"");
+	ck_assert(!atomic_load(&f.returned));
+	tu_latch_count_down(&b.release);
+	pthread_join(f.thread, NULL);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(atomic_load(&t.completions), 1);
+	logbook_close();
+	tu_latch_destroy(&b.started);
+	tu_latch_destroy(&b.release);
+	journal_destroy(&b.j);
+}
+END_TEST
+
+/* A graceful stop that runs out names the group and message holding it. */
+START_TEST(graceful_timeout_names_what_holds_it)
+{
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	struct tmsg t1;
+	struct held h;
+	char group[32];
+
+	held_init(&h);
+	logbook_open();
+	o = owned_options(1, 8, &h.j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	t1.m.type = "slow";
+	send_ok(d, &t1);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, 20 * MS),
+			 -ETIMEDOUT);
+	snprintf(group, sizeof(group), "group %d ",
+		 agr_group_key("order-1", 8));
+	ASSERT_LOGGED("orders: agr_dispatcher_stop_gracefully() ran out",
+		      group, "type \"slow\", pending for");
+	agr_exchange_done(h.ex, 0);
+	stop_and_free(d);
+	ck_assert_int_eq(t1.status, 0);
+	logbook_close();
+	held_destroy(&h);
+}
+END_TEST
+
+/* ---- agr_exchange_done() from other threads ---- */
+
+#define FAN_FNS 3
+#define FAN_ROUNDS 200
+
+struct fan_in {
+	agr_exchange *ex[FAN_FNS];
+	atomic_int calls;
+	struct tu_latch *started;
+	pthread_mutex_t lock;
+};
+
+static int pend_and_publish(agr_exchange *ex, void *arg)
+{
+	struct fan_in *f = arg;
+	int k = atomic_fetch_add(&f->calls, 1) % FAN_FNS;
+
+	pthread_mutex_lock(&f->lock);
+	f->ex[k] = ex;
+	pthread_mutex_unlock(&f->lock);
+	tu_latch_count_down(f->started);
+	return AGR_PENDING;
+}
+
+struct finisher {
+	pthread_t thread;
+	struct fan_in *f;
+	pthread_barrier_t *go;
+	int index;
+};
+
+static void *finish_each_round(void *arg)
+{
+	struct finisher *t = arg;
+	agr_exchange *ex;
+	int r;
+
+	for (r = 0; r < FAN_ROUNDS; r++) {
+		pthread_barrier_wait(t->go); /* the round's functions ran */
+		pthread_mutex_lock(&t->f->lock);
+		ex = t->f->ex[t->index];
+		pthread_mutex_unlock(&t->f->lock);
+		agr_exchange_done(ex, t->index == 0 ? 0 : -(10 + t->index));
+		pthread_barrier_wait(t->go); /* done: the next may start */
+	}
+	return NULL;
+}
+
+/*
+ * Three functions of each message are finished at once from three
+ * threads: the calls travel in the exchange, the message completes
+ * once, with one of the errors.
+ */
+START_TEST(dones_from_many_threads_complete_once)
+{
+	struct finisher th[FAN_FNS];
+	struct tu_latch started;
+	pthread_barrier_t go;
+	struct fan_in f;
+	struct journal j;
+	struct tmsg *t;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	int r, k;
+
+	journal_init(&j);
+	memset(&f, 0, sizeof(f));
+	pthread_mutex_init(&f.lock, NULL);
+	atomic_init(&f.calls, 0);
+	f.started = &started;
+	o = owned_options(1, 4, &j);
+	d = new_dispatcher(&o);
+	for (k = 0; k < FAN_FNS; k++)
+		add_fn(d, NULL, pend_and_publish, &f);
+	start(d);
+	t = calloc(FAN_ROUNDS, sizeof(*t));
+	ck_assert_ptr_nonnull(t);
+	ck_assert_int_eq(pthread_barrier_init(&go, NULL, FAN_FNS + 1), 0);
+	for (k = 0; k < FAN_FNS; k++) {
+		th[k].f = &f;
+		th[k].go = &go;
+		th[k].index = k;
+		ck_assert_int_eq(pthread_create(&th[k].thread, NULL,
+						finish_each_round, &th[k]),
+				 0);
+	}
+	for (r = 0; r < FAN_ROUNDS; r++) {
+		tu_latch_init(&started, FAN_FNS);
+		tmsg_init(&t[r], "order-1", r % 100);
+		send_ok(d, &t[r]);
+		ck_assert(tu_latch_wait(&started, TU_LONG_NS));
+		pthread_barrier_wait(&go);
+		pthread_barrier_wait(&go);
+		ck_assert(journal_wait(&j, r + 1));
+		tu_latch_destroy(&started);
+	}
+	for (k = 0; k < FAN_FNS; k++)
+		pthread_join(th[k].thread, NULL);
+	stop_and_free(d);
+	for (r = 0; r < FAN_ROUNDS; r++) {
+		ck_assert_int_eq(atomic_load(&t[r].completions), 1);
+		ck_assert(t[r].status == -11 || t[r].status == -12);
+	}
+	pthread_barrier_destroy(&go);
+	pthread_mutex_destroy(&f.lock);
+	free(t);
+	journal_destroy(&j);
+}
+END_TEST
+
+/* ---- bad arguments are named ---- */
+
+static int note_worker(agr_exchange *ex, void *arg)
+{
+	*(agr_worker **)arg = agr_exchange_worker(ex);
+	return 0;
+}
+
+START_TEST(einval_names_the_argument)
+{
+	static const agr_named_aggregate empty_aggregate = { "sales", "" };
+	agr_supplier *sup = new_supplier(1), *bad = NULL;
+	agr_dispatcher_options good = options(sup, false, 8, NULL), o;
+	agr_dispatcher *d = NULL;
+	agr_worker *w = NULL;
+	agr_runtime_options ro;
+	agr_runtime *rt = NULL;
+	agr_composite_options co = { 0 };
+	agr_composite *c = NULL;
+	struct tmsg no_id, t;
+	struct journal j;
+	char buf[8];
+
+	logbook_open();
+	o = good;
+	o.on_complete = NULL;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	ASSERT_LOGGED("agr_dispatcher_new(orders)", "on_complete", "EINVAL");
+	o = good;
+	o.named_aggregate = empty_aggregate;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	ASSERT_LOGGED("agr_dispatcher_new(orders)", "aggregate_name",
+		      "empty");
+	o = good;
+	o.name = "";
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	ASSERT_LOGGED("agr_dispatcher_new", "options.name", "empty");
+	o = good;
+	o.parallelism = -3;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), -EINVAL);
+	ASSERT_LOGGED("agr_dispatcher_new(orders)", "parallelism",
+		      "negative");
+	ck_assert_ptr_null(d);
+
+	ck_assert_int_eq(agr_supplier_new("", 1, &bad), -EINVAL);
+	ASSERT_LOGGED("agr_supplier_new", "name", "empty");
+	ck_assert_int_eq(agr_supplier_new("s", -1, &bad), -EINVAL);
+	ASSERT_LOGGED("agr_supplier_new(s)", "parallelism", "negative");
+	ck_assert_ptr_null(bad);
+	agr_runtime_options_init(&ro);
+	ro.quiet_period_ns = ro.shutdown_timeout_ns;
+	ck_assert_int_eq(agr_runtime_new(&ro, &rt), -EINVAL);
+	ASSERT_LOGGED("agr_runtime_new", "quiet_period_ns", NULL);
+	co.name = "c";
+	ck_assert_int_eq(agr_composite_new(&co, &c), -EINVAL);
+	ASSERT_LOGGED("agr_composite_new", "options.supplier is NULL", NULL);
+	ck_assert_ptr_null(rt);
+	ck_assert_ptr_null(c);
+
+	journal_init(&j);
+	good.complete_arg = &j;
+	d = new_dispatcher(&good);
+	ck_assert_int_eq(agr_dispatcher_register(d, "A", NULL, NULL), -EINVAL);
+	ASSERT_LOGGED("agr_dispatcher_register", "fn is NULL", NULL);
+	add_fn(d, NULL, note_worker, &w);
+	start(d);
+	tmsg_init(&no_id, NULL, 1);
+	ck_assert_int_eq(agr_dispatcher_send(d, &no_id.m), -EINVAL);
+	ASSERT_LOGGED("orders: agr_dispatcher_send", "aggregate_id", NULL);
+	tmsg_init(&t, "order-1", 2);
+	send_ok(d, &t);
+	ck_assert(journal_wait(&j, 1));
+
+	/* Off its worker: the test thread is none. */
+	ck_assert_int_eq(agr_io_read(w, 0, buf, sizeof(buf), 0, recv_lost,
+				     NULL),
+			 -EINVAL);
+	ASSERT_LOGGED("agr_io_read: not on worker disp-Order-0",
+		      "a thread that is no worker", NULL);
+	ck_assert_int_eq(agr_io_read(NULL, 0, buf, sizeof(buf), 0, recv_lost,
+				     NULL),
+			 -EINVAL);
+	ASSERT_LOGGED("agr_io_read", "worker is NULL", NULL);
+	stop_and_free(d);
+	agr_supplier_free(sup);
+	logbook_close();
+	journal_destroy(&j);
+}
+END_TEST
+
+/* ---- a batch's refusals ---- */
+
+/*
+ * A batch stops at the first message it cannot admit and counts one
+ * refusal, that message's, as agr_dispatcher_send() would: on a closed
+ * intake and at a full group alike. The messages not offered are
+ * untouched: they may be sent later.
+ */
+START_TEST(batch_counts_one_refusal)
+{
+	struct tmsg t[4];
+	agr_message *batch[3];
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	size_t admitted = 99;
+	struct held h;
+	int i;
+
+	held_init(&h);
+	logbook_open();
+	o = owned_options(1, 8, &h.j);
+	o.queue_limit = 2;
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	for (i = 0; i < 4; i++)
+		tmsg_init(&t[i], "order-1", i + 1);
+	send_ok(d, &t[0]);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+	for (i = 0; i < 3; i++)
+		batch[i] = &t[i + 1].m;
+	/* The held one and t[1] fill the group: t[2] is refused. */
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, batch, 3, &admitted),
+			 -EAGAIN);
+	ck_assert_uint_eq(admitted, 1);
+	ck_assert_uint_eq(stats_of(d).refused, 1);
+	agr_exchange_done(h.ex, 0);
+	ck_assert(journal_wait(&h.j, 2));
+	/* Neither the refused nor the one not offered is in flight. */
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, &batch[1], 2,
+						   &admitted), 0);
+	ck_assert_uint_eq(admitted, 2);
+	ck_assert(journal_wait(&h.j, 4));
+
+	ck_assert_int_eq(agr_dispatcher_quiesce(d), 0);
+	for (i = 0; i < 3; i++)
+		t[i + 1].seq = 10 + i; /* completed: may go again */
+	ck_assert_int_eq(agr_dispatcher_send_batch(d, batch, 3, &admitted),
+			 -ESHUTDOWN);
+	ck_assert_uint_eq(admitted, 0);
+	ck_assert_uint_eq(stats_of(d).refused, 2);
+	stop_and_free(d);
+	for (i = 0; i < 4; i++)
+		ck_assert_int_eq(atomic_load(&t[i].completions), 1);
+	logbook_close();
+	held_destroy(&h);
+}
+END_TEST
+
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("dispatcher");
@@ -2163,11 +3034,25 @@ static Suite *suite(void)
 	tcase_add_test(core, custom_group_key);
 	tcase_add_test(core, garbage_return_is_einval);
 	tcase_add_test(core, second_done_is_ignored);
+	tcase_add_test(core, watchdog_names_a_stuck_message);
 	tcase_add_test(core, default_parallelism_is_64_per_cpu);
 	tcase_add_test(core, parallelism_env_overrides_default);
 	tcase_add_test(core, forwarding_between_dispatchers);
 	tcase_add_loop_test(core, supplier_stop_under_sends_loses_nothing, 0,
 			    2);
+	tcase_add_test(core, send_in_flight_is_refused);
+	tcase_add_test(core, same_message_from_two_threads_admitted_once);
+	tcase_add_loop_test(
+		core, force_stop_ends_a_pending_function_that_never_finishes,
+		0, 2);
+	tcase_add_loop_test(
+		core, force_stop_discards_a_pending_message_once_its_io_is_gone,
+		0, 2);
+	tcase_add_test(core, free_names_the_function_it_waits_for);
+	tcase_add_test(core, graceful_timeout_names_what_holds_it);
+	tcase_add_test(core, dones_from_many_threads_complete_once);
+	tcase_add_test(core, einval_names_the_argument);
+	tcase_add_test(core, batch_counts_one_refusal);
 
 	tcase_add_test(stress, per_id_order_under_load);
 	tcase_add_test(stress, force_stop_with_thousands_queued);
@@ -2184,5 +3069,6 @@ static Suite *suite(void)
 int main(void)
 {
 	tu_require_io_uring();
+	tu_cond_init_monotonic(&logbook.grew);
 	return tu_run(suite());
 }

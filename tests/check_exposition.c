@@ -66,7 +66,7 @@ int agr_scheduler_parallelism(const agr_scheduler *s)
 
 const char *agr_scheduler_name(const agr_scheduler *s)
 {
-	return s->name;
+	return s ? s->name : NULL;
 }
 
 int agr_scheduler_worker_metrics(agr_scheduler *s, int index,

@@ -1131,6 +1131,141 @@ START_TEST(io_short_counts)
 }
 END_TEST
 
+/* ---- agr_exchange_done() from a thread that cannot allocate ---- */
+
+/*
+ * malloc() fails on a thread that asks for it, so that a call made there
+ * shows whether it allocates. Not under a sanitizer, whose allocator
+ * this would bypass.
+ */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define NO_MALLOC_HOOK 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define NO_MALLOC_HOOK 1
+#endif
+#endif
+
+static _Thread_local bool refuse_malloc;
+
+#ifndef NO_MALLOC_HOOK
+#ifdef __clang__
+#pragma clang diagnostic push
+#pragma clang diagnostic ignored "-Wreserved-identifier"
+#endif
+extern void *__libc_malloc(size_t size);
+#ifdef __clang__
+#pragma clang diagnostic pop
+#endif
+
+void *malloc(size_t size)
+{
+	if (refuse_malloc) {
+		errno = ENOMEM;
+		return NULL;
+	}
+	return __libc_malloc(size);
+}
+#endif
+
+struct held_msg {
+	struct tmsg t;
+	agr_exchange *ex;
+	struct tu_latch started;
+};
+
+static int hold(agr_exchange *ex, void *arg)
+{
+	struct held_msg *h = agr_exchange_message(ex)->user;
+
+	(void)arg;
+	h->ex = ex;
+	tu_latch_count_down(&h->started);
+	return AGR_PENDING;
+}
+
+static void held_complete(agr_message *msg, int status, void *arg)
+{
+	struct held_msg *h = msg->user;
+
+	h->t.status = status;
+	atomic_fetch_add(&h->t.completions, 1);
+	tu_tally_add(arg);
+}
+
+struct finisher {
+	agr_exchange *ex;
+	int status;
+	bool refuse;
+};
+
+static void *finish_from_thread(void *arg)
+{
+	struct finisher *f = arg;
+
+	refuse_malloc = f->refuse;
+	agr_exchange_done(f->ex, f->status);
+	refuse_malloc = false;
+	return NULL;
+}
+
+/*
+ * The call is carried to the worker inside the message: with malloc
+ * failing on the calling thread it still completes the message (the
+ * first round sets up what the thread keeps, a sender ring say).
+ */
+START_TEST(done_from_thread_needs_no_memory)
+{
+	agr_dispatcher_options o = { 0 };
+	struct tu_tally completed;
+	struct held_msg h[2];
+	struct finisher f;
+	agr_dispatcher *d;
+	pthread_t th;
+	int r;
+
+#ifdef NO_MALLOC_HOOK
+	fprintf(stderr, "note: under a sanitizer malloc is not refused\n");
+#endif
+	tu_tally_init(&completed);
+	o.name = "flt";
+	o.named_aggregate = order;
+	o.parallelism = 1;
+	ck_assert_int_eq(agr_supplier_new("flt", 1, &o.supplier), 0);
+	o.owns_supplier = true;
+	o.on_complete = held_complete;
+	o.complete_arg = &completed;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
+	ck_assert_int_eq(agr_dispatcher_register(d, NULL, hold, NULL), 0);
+	ck_assert_int_eq(agr_dispatcher_start(d), 0);
+	memset(h, 0, sizeof(h));
+	for (r = 0; r < 2; r++) {
+		h[r].t.m.aggregate_id = "acct";
+		h[r].t.m.user = &h[r];
+		tu_latch_init(&h[r].started, 1);
+		ck_assert_int_eq(agr_dispatcher_send(d, &h[r].t.m), 0);
+		ck_assert(tu_latch_wait(&h[r].started, TU_LONG_NS));
+		f.ex = h[r].ex;
+		f.status = r == 0 ? 0 : -EIO;
+		f.refuse = r == 1;
+		ck_assert_int_eq(pthread_create(&th, NULL, finish_from_thread,
+						&f), 0);
+		pthread_join(th, NULL);
+		ck_assert_msg(tu_tally_wait(&completed, r + 1, TU_LONG_NS),
+			      "round %d: the message stayed pending", r);
+		ck_assert_int_eq(h[r].t.status, f.status);
+		tu_latch_destroy(&h[r].started);
+	}
+	ck_assert_int_eq(log_count(AGR_LOG_ERROR, "agr_exchange_done", NULL),
+			 0);
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
+	agr_dispatcher_free(d);
+	for (r = 0; r < 2; r++)
+		ck_assert_int_eq(atomic_load(&h[r].t.completions), 1);
+	tu_tally_destroy(&completed);
+}
+END_TEST
+
 /* ---- the API itself ---- */
 
 /* ---- the race between a stop and a group going idle ---- */
@@ -1224,6 +1359,7 @@ static Suite *fault_suite(void)
 			    (int)ARRAY_SIZE(io_errors));
 	tcase_add_test(tc[4], io_short_counts);
 	tcase_add_test(tc[4], arm_rejects_nonsense);
+	tcase_add_test(tc[4], done_from_thread_needs_no_memory);
 	tc[5] = tcase_create("go_idle");
 	tcase_add_test(tc[5], stop_waits_for_groups_going_idle);
 	for (i = 0; i < ARRAY_SIZE(tc); i++) {

@@ -48,11 +48,15 @@ extern "C" {
 /*
  * A message. Sending does not copy it: it stays the caller's, must stay
  * alive and unchanged from agr_dispatcher_send() until its completion
- * callback, and must not be sent again before then. Nor are the strings
- * copied: `aggregate_id` and `type` must live as long as the message
- * (the worker reads `type` to match functions, and logs may name both).
- * `internal_` belongs to aggring while the message is in flight;
- * initialise it to zero.
+ * callback. Nor are the strings copied: `aggregate_id` and `type` must
+ * live as long as the message (the worker reads `type` to match
+ * functions, and logs may name both). It is in flight from the send
+ * that admits it until its completion callback is called (from then on
+ * it is the caller's again: the callback may send it anew); a send of a
+ * message in flight is refused with -EBUSY and changes nothing.
+ * `internal_` belongs to aggring while the message is in flight and
+ * tells it so: initialise it to zero once (a message whose internal_
+ * holds garbage looks in flight), and leave it alone afterwards.
  */
 typedef struct agr_message {
 	const char *aggregate_id; /* routes the message; not NULL */
@@ -85,8 +89,9 @@ typedef int (*agr_handler_fn)(agr_exchange *ex, void *arg);
 
 /*
  * Runs once per admitted message, on the group's worker (or, for a
- * message discarded before it reached one, on the thread that stops the
- * dispatcher). The message is the caller's again when this is called.
+ * message discarded after its worker stopped or before it reached one,
+ * on the thread that stops or frees the dispatcher). The message is the
+ * caller's again when this is called.
  */
 typedef void (*agr_complete_fn)(agr_message *msg, int status, void *arg);
 
@@ -127,7 +132,8 @@ typedef struct agr_dispatcher_options {
 /*
  * Creates a dispatcher and gets (or creates) its scheduler. Returns 0,
  * -EINVAL (NULL or empty name, invalid named aggregate, no supplier or
- * callback, negative parallelism, invalid AGR_PARALLELISM), -ENOMEM,
+ * callback, negative parallelism, invalid AGR_PARALLELISM; the log hook
+ * is told which option and why), -ENOMEM,
  * -ESHUTDOWN (the supplier is stopping), or the error that kept the
  * scheduler's rings from starting (see agr_supplier_get_or_init()).
  * On failure the supplier stays the caller's, even with owns_supplier:
@@ -157,9 +163,12 @@ AGR_API int agr_dispatcher_start(agr_dispatcher *d);
 /*
  * Admits `msg` into its group. Returns 0 (admitted: the completion
  * callback will run exactly once), -EINVAL (NULL message or aggregate
- * id, or a custom group key out of range), -ESHUTDOWN (quiesced or
- * stopped, or the scheduler is disposed: not admitted, the callback will
- * never run), -EAGAIN (the group holds queue_limit messages). Lock-free
+ * id, or a custom group key out of range; logged), -EBUSY (the message
+ * is in flight, see agr_message: nothing changes, nothing is counted;
+ * logged), -ESHUTDOWN (quiesced or stopped, or the scheduler is
+ * disposed: not admitted, the callback will never run), -EAGAIN (the
+ * group holds queue_limit messages). Only 0 makes the message in
+ * flight: after an error it is the caller's as before. Lock-free
  * (it waits only while the kernel refuses a worker's doorbell, retried
  * with backoff); callable from any thread, including handlers of other
  * dispatchers.
@@ -169,10 +178,14 @@ AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg);
 /*
  * Admits msgs[0..n) in order and wakes each worker at most once.
  * Stops at the first message it cannot admit: *admitted (if not NULL)
- * is the number admitted, and the return value is 0 when all were, or
- * that message's error. The messages after it are not offered: the
- * stats count one refusal, for that message, as agr_dispatcher_send()
- * would.
+ * is the number admitted, msgs[0..*admitted) are in flight, and the
+ * return value is 0 when all were, or that message's error, as
+ * agr_dispatcher_send() would return it (-EINVAL, -EBUSY, -ESHUTDOWN,
+ * -EAGAIN). The messages from that one on are untouched and not
+ * offered, so the stats agree with the return value: one refusal
+ * (stats.refused) for that message when its error is -ESHUTDOWN or
+ * -EAGAIN, whether intake was closed before the first message or the
+ * group of a later one was full; none for the others.
  */
 AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 				      size_t n, size_t *admitted);
@@ -189,8 +202,10 @@ AGR_API int agr_dispatcher_quiesce(agr_dispatcher *d);
  * message has completed, the active ones and those queued behind them,
  * in order. With owns_supplier, then stops the supplier within the same
  * deadline. Returns 0, -ETIMEDOUT (this wait ran out; the stop goes on,
- * and a later call or agr_dispatcher_force_stop() can finish it),
- * -EINVAL. Must not be called from one of the dispatcher's workers.
+ * and a later call or agr_dispatcher_force_stop() can finish it; the
+ * log hook is told which groups hold it, with the type and age of the
+ * message each holds), -EINVAL. Must not be called from one of the
+ * dispatcher's workers.
  */
 AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
 					   uint64_t timeout_ns);
@@ -199,21 +214,34 @@ AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
  * Stops now and returns without waiting: intake closes, queued messages
  * complete with AGR_DISCARDED on their workers, and the ring operations
  * of messages in progress are cancelled (their callbacks get
- * -ECANCELED, or their real result if they had finished; the message
- * completes when its functions call agr_exchange_done()). From then on,
+ * -ECANCELED, or their real result if they had finished). From then on,
  * an agr_io_* call made from the callback of such an operation, on
  * behalf of its message, is refused with -ECANCELED (or -ESHUTDOWN
  * once the workers tear down), so a handler that resubmits from its
- * own callbacks ends its chain within a hop or two. With owns_supplier,
- * force-stops the supplier too. Idempotent. Returns 0 or -EINVAL.
+ * own callbacks ends its chain within a hop or two. A message in
+ * progress completes when its functions call agr_exchange_done() or,
+ * once it has no ring operation left, with AGR_DISCARDED: a function
+ * that returned AGR_PENDING and never finishes cannot hold the stop. A
+ * later agr_exchange_done() for it is logged and ignored (while the
+ * message and the dispatcher exist and the message was not sent
+ * again). When the force also tears the workers down (owns_supplier,
+ * or the supplier is force-stopped) while such a message's I/O is
+ * being cancelled, the message is discarded by the next
+ * agr_dispatcher_stop_gracefully() or agr_dispatcher_free(). Only a
+ * function blocked inside a call can hold a force stop. With
+ * owns_supplier, force-stops the supplier too. Idempotent. Returns 0
+ * or -EINVAL.
  */
 AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d);
 
 /*
  * Force-stops if still running, waits until every admitted message has
- * completed (so it blocks while a function never calls
- * agr_exchange_done()), frees the dispatcher and, with owns_supplier,
- * the supplier. Not from one of its workers. NULL is a no-op.
+ * completed (see agr_dispatcher_force_stop(): only a function blocked
+ * in a call, or I/O the kernel does not cancel, can keep it waiting,
+ * and then it logs what it waits for, by dispatcher, group, message
+ * type and age, every 5 s), frees the dispatcher and, with
+ * owns_supplier, the supplier. Not from one of its workers. NULL is a
+ * no-op.
  */
 AGR_API void agr_dispatcher_free(agr_dispatcher *d);
 
@@ -239,6 +267,14 @@ typedef struct agr_dispatcher_stats {
 	uint64_t failed;    /* completed with a function's error */
 	uint64_t skipped;   /* no function matched; completed with 0 */
 	uint64_t discarded; /* completed with AGR_DISCARDED */
+	/*
+	 * Messages the watchdog (agr_watchdog_start) found pending longer
+	 * than its threshold (a function returned AGR_PENDING and has not
+	 * called agr_exchange_done()); each is also logged, once, with
+	 * the dispatcher, group, worker, type and age. Not an outcome:
+	 * the message still completes once.
+	 */
+	uint64_t stuck;
 } agr_dispatcher_stats;
 
 /*
@@ -262,12 +298,16 @@ AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex);
 
 /*
  * Finishes one function that returned AGR_PENDING; `status` is 0 or a
- * negative errno. When every function of the message has finished, the
- * message completes and its group moves on. Call it once per pending
- * function, best on the group's worker (from another thread it is
- * forwarded to the worker). A call with nothing pending is ignored and
- * reported through the log hook; a call after the completion callback
- * returned is undefined, as the message is the caller's again.
+ * negative errno (another value below -4095 counts as -EINVAL). When
+ * every function of the message has finished, the message completes
+ * and its group moves on. Call it once per pending function, best on
+ * the group's worker; from another thread it is forwarded to the
+ * worker by an item inside the message's internal_: it never allocates
+ * and cannot fail. A call with nothing pending, or after the message
+ * completed (a force stop discarded it), is ignored and reported
+ * through the log hook, as long as the message is alive and was not
+ * sent again; after that (freed, or in flight again) a late call is
+ * undefined, as the message is the caller's again.
  */
 AGR_API void agr_exchange_done(agr_exchange *ex, int status);
 

@@ -29,10 +29,11 @@
  *   reported, as -EBUSY.
  *
  * Errors of every call: -EINVAL (NULL worker or cb, or not called on
- * that worker), -ESHUTDOWN (the worker is tearing down), -ECANCELED
- * (called from the callback of an operation that a dispatcher's force
- * stop cancelled: the message it serves is being stopped), -ENOMEM,
- * -EBUSY (the submission queue stayed full).
+ * that worker; the log hook is told which, and from what thread),
+ * -ESHUTDOWN (the worker is tearing down), -ECANCELED (called from the
+ * callback of an operation that a dispatcher's force stop cancelled:
+ * the message it serves is being stopped), -ENOMEM, -EBUSY (the
+ * submission queue stayed full).
  */
 #ifndef AGGRING_IO_H
 #define AGGRING_IO_H
@@ -50,18 +51,106 @@ extern "C" {
 #endif
 
 struct io_uring_sqe;
+struct agr_buf_ring;
 
 /* Completion of one operation, on the worker that submitted it. */
 typedef void (*agr_io_cb)(int res, void *arg);
 
 /*
+ * The same with the CQE's flags (IORING_CQE_F_MORE: more CQEs of this
+ * operation follow; IORING_CQE_F_BUFFER: a provided buffer was used,
+ * its id in flags >> IORING_CQE_BUFFER_SHIFT; IORING_CQE_F_NOTIF: the
+ * notification of a zero-copy send). A multishot operation keeps its
+ * registration, and its `arg` must stay valid, until a CQE without
+ * IORING_CQE_F_MORE.
+ */
+typedef void (*agr_io_cqe_cb)(int res, unsigned flags, void *arg);
+
+/*
+ * Names one operation for agr_io_cancel_op(): unique on its worker for
+ * the life of the process, never 0.
+ */
+typedef uint64_t agr_io_id;
+
+/* agr_io_params.flags */
+#define AGR_IO_FIXED_FILE 0x1u /* fd is an index into the files
+				* registered on the worker's ring */
+#define AGR_IO_FIXED_BUF 0x2u  /* buf lies in registered buffer
+				* buf_index (read, write, send_zc) */
+
+/*
+ * What the next agr_io_* call on this worker gets, set just before it
+ * with agr_io_next(). Initialise with AGR_IO_PARAMS_INIT.
+ */
+typedef struct agr_io_params {
+	size_t size;	     /* sizeof(agr_io_params) */
+	unsigned flags;	     /* AGR_IO_* */
+	unsigned buf_index;  /* with AGR_IO_FIXED_BUF */
+	/*
+	 * > 0: a linked timeout (IORING_OP_LINK_TIMEOUT): if the operation
+	 * has not completed after timeout_ns, the kernel cancels it and
+	 * its callback gets -ECANCELED (the kernel's report), or -EINTR for
+	 * some operations. Not inside agr_io_chain().
+	 */
+	uint64_t timeout_ns;
+	agr_io_cqe_cb cqe_cb; /* called instead of the call's cb, which may
+			       * then be NULL */
+	agr_io_id *id;	      /* out: the operation's id */
+	uint64_t reserved[4];
+} agr_io_params;
+
+#define AGR_IO_PARAMS_INIT { .size = sizeof(agr_io_params) }
+
+/*
+ * Applies `p` to the next agr_io_* call made on `w` (only that one,
+ * whether it succeeds or fails; or, for agr_io_sqe(), its SQE's flags
+ * at agr_io_sqe_commit()). Returns 0 or -EINVAL (not on `w`, a bad
+ * size, an unknown flag, a non-zero reserved word; logged).
+ */
+AGR_API int agr_io_next(agr_worker *w, const agr_io_params *p);
+
+/*
+ * Links the next `n` operations on `w` into one chain
+ * (IOSQE_IO_LINK): each starts when the one before it has completed
+ * successfully, and a failure cancels the rest (-ECANCELED). Room for
+ * all `n` is made now, so a full SQ is flushed before the chain, never
+ * inside it. Make the `n` calls at once, from the same handler or
+ * callback, with nothing else submitted between them (no sends to a
+ * dispatcher either); a chain left short at the callback's end ends at
+ * its last operation (logged). Returns 0, -EINVAL (not on `w`, n < 2),
+ * -EALREADY (a chain is open), -EBUSY (n exceeds the SQ, or no room
+ * while a raw SQE is open).
+ */
+AGR_API int agr_io_chain(agr_worker *w, unsigned n);
+
+/*
+ * Cancels the one in-flight operation `id` (agr_io_params.id). Its
+ * callback still runs, with -ECANCELED or its real result. Returns 0,
+ * -ENOENT (not in flight: it completed already, or never was), -EINVAL
+ * (not on `w`), -EBUSY (no SQE for the request).
+ */
+AGR_API int agr_io_cancel_op(agr_worker *w, agr_io_id id);
+
+/*
  * A raw SQE for any other operation: prepare it with liburing's
  * io_uring_prep_*() but do not set its user_data. cb(res, arg) runs
- * with the CQE's result. The SQE must be prepared before the caller
- * returns to the worker's loop; until then nothing is submitted early.
+ * with the CQE's result. The SQE is the worker's own copy, not yet in
+ * the ring: it joins the ring when agr_io_sqe_commit() is called or the
+ * handler, task or callback that took it returns, so the library never
+ * submits it before it is prepared, and a full SQ is flushed without
+ * it. Its place in the ring is therefore after the operations of later
+ * agr_io_* calls made before the commit: to link it (IOSQE_IO_LINK) to
+ * another operation, commit it first.
  */
 AGR_API int agr_io_sqe(agr_worker *w, agr_io_cb cb, void *arg,
 		       struct io_uring_sqe **sqe);
+
+/*
+ * Tells the worker that the raw SQEs handed out by agr_io_sqe() are
+ * prepared: they join the ring now. Returns 0, -EINVAL (not on `w`),
+ * -EALREADY (none waits).
+ */
+AGR_API int agr_io_sqe_commit(agr_worker *w);
 
 /*
  * pread(2)/pwrite(2) at `offset` (-1: the file position). Short counts
@@ -115,6 +204,30 @@ AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
 			int flags, agr_io_cb cb, void *arg);
 AGR_API int agr_io_send(agr_worker *w, int fd, const void *buf, size_t len,
 			int flags, agr_io_cb cb, void *arg);
+
+/*
+ * Multishot receive (Linux 6.0) into buffers of the provided buffer
+ * ring `br` (aggring/buf_ring.h) of this worker: cb runs once per
+ * receive, res the byte count and the buffer's id in flags (see
+ * agr_buf_ring_bid()), with IORING_CQE_F_MORE while it stays armed.
+ * It ends with a CQE without IORING_CQE_F_MORE: res 0 (the peer closed),
+ * -ENOBUFS (the ring ran out of buffers: recycle, then arm again),
+ * -ECANCELED (agr_io_cancel_op(), a stop), or another error.
+ */
+AGR_API int agr_io_recv_multishot(agr_worker *w, int fd,
+				  struct agr_buf_ring *br, int flags,
+				  agr_io_cqe_cb cb, void *arg);
+
+/*
+ * Zero-copy send (Linux 6.0): cb runs first with the byte count (or an
+ * error) and, when the kernel will notify, IORING_CQE_F_MORE; then once
+ * more with IORING_CQE_F_NOTIF when the kernel no longer reads `buf`.
+ * Keep `buf` unchanged until that notification. Not every socket
+ * supports it (-EOPNOTSUPP in the first call).
+ */
+AGR_API int agr_io_send_zc(agr_worker *w, int fd, const void *buf,
+			   size_t len, int flags, agr_io_cqe_cb cb,
+			   void *arg);
 
 /*
  * A timer: res is -ETIME when `timeout_ns` has passed, -ECANCELED when

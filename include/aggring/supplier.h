@@ -19,6 +19,10 @@
 
 #include <aggring/common.h>
 #include <aggring/scheduler.h>
+#include <aggring/worker.h>
+
+#include <stddef.h>
+#include <stdint.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -32,13 +36,96 @@ typedef struct agr_named_aggregate {
 
 typedef struct agr_supplier agr_supplier;
 
+/* ---- shaping the rings (agr_supplier_new_opts) ---- */
+
+/*
+ * Settings of a supplier's schedulers and their workers. Initialise
+ * with AGR_SUPPLIER_OPTIONS_INIT or agr_supplier_options_init(), then
+ * set what you need: every field left as initialised means "the
+ * default", which is the environment variable named, when set. `size`
+ * lets later versions add fields at the end without breaking callers
+ * built against this one; `reserved` must stay zero.
+ */
+typedef struct agr_supplier_options {
+	size_t size;	  /* sizeof(agr_supplier_options) */
+	int parallelism;  /* workers per scheduler; 0: online CPUs, or
+			   * AGR_SCHEDULER_POOL_SIZE */
+	unsigned sq_entries; /* SQ size, a power of two up to 32768;
+			      * 0: 256 */
+	unsigned cq_entries; /* CQ size, a power of two >= sq_entries, up
+			      * to 65536; 0: 4096 or 2 x sq_entries if
+			      * larger */
+	unsigned ring_flags; /* AGR_RING_* */
+	unsigned sqpoll_idle_ms; /* with AGR_RING_SQPOLL: idle time before
+				  * the poller sleeps; 0: the kernel's */
+	int sqpoll_cpu;	  /* with AGR_RING_SQPOLL: the poller's CPU;
+			   * -1: unpinned */
+	const int *worker_cpus; /* worker i runs on worker_cpus[i % n], and
+				 * so do its ring's io-wq threads; NULL:
+				 * AGR_WORKER_CPUS, or unpinned */
+	int nworker_cpus;
+	int idle_spin_us; /* how long an idle worker watches for work
+			   * before sleeping, 0..1000000; -1:
+			   * AGR_IDLE_SPIN_US, or 20 */
+	int submit_batch; /* prepared SQEs that are handed to the kernel
+			   * before the loop's turn ends, 0 (all wait) ..
+			   * sq_entries; -1: AGR_SUBMIT_BATCH, or 4 */
+	agr_wait_mode wait_mode;
+	agr_worker_init_fn worker_init; /* NULL: none */
+	agr_worker_exit_fn worker_exit; /* NULL: none */
+	void *hook_arg;
+	/*
+	 * Log hook for what this supplier's workers log (every handler,
+	 * task and callback runs there); NULL: the process-wide hook
+	 * (agr_set_log_hook). Lines logged by calls on other threads go
+	 * to the process-wide hook.
+	 */
+	agr_log_fn log_fn;
+	void *log_arg;
+	/*
+	 * > 0: a watchdog of this supplier's own (aggring/watchdog.h): its
+	 * workers are watched for handlers that block and messages pending
+	 * longer than this, whether or not agr_watchdog_start() was
+	 * called, and the reports go to log_fn when set. 0: the
+	 * process-wide watchdog's, when it runs.
+	 */
+	uint64_t watchdog_threshold_ns;
+	uint64_t reserved[8];
+} agr_supplier_options;
+
+#define AGR_SUPPLIER_OPTIONS_INIT                                        \
+	{                                                                \
+		.size = sizeof(agr_supplier_options), .sqpoll_cpu = -1,  \
+		.idle_spin_us = -1, .submit_batch = -1,                  \
+	}
+
+/* Sets `o` to AGR_SUPPLIER_OPTIONS_INIT. */
+AGR_API void agr_supplier_options_init(agr_supplier_options *o);
+
+/*
+ * agr_supplier_new() with settings. Each bad field is refused with
+ * -EINVAL and a log line naming it: a size smaller than the first
+ * version's or larger than this one's with non-zero bytes beyond,
+ * entries that are not a power of two or too big, cq_entries below
+ * sq_entries, an unknown ring flag, sqpoll_cpu without
+ * AGR_RING_SQPOLL, a CPU out of range, spin or batch out of range, an
+ * unknown wait mode, non-zero reserved words. Errors of the kernel
+ * (say SQPOLL refused, -EPERM, or a CPU it refuses) come at the first
+ * agr_supplier_get_or_init(), which returns them and logs why.
+ * The options and worker_cpus are copied.
+ */
+AGR_API int agr_supplier_new_opts(const char *name,
+				  const agr_supplier_options *opts,
+				  agr_supplier **out);
+
 /*
  * Creates a supplier called `name` whose schedulers have `parallelism`
  * workers each; 0 means the default: the number of online CPUs, or the
  * environment variable AGR_SCHEDULER_POOL_SIZE when set.
  *
  * Returns 0, -EINVAL (NULL or empty name, NULL out, negative
- * parallelism, or an invalid AGR_SCHEDULER_POOL_SIZE), -ENOMEM.
+ * parallelism, or an invalid AGR_SCHEDULER_POOL_SIZE; logged, naming
+ * which), -ENOMEM.
  * No ring is created until the first lookup.
  */
 AGR_API int agr_supplier_new(const char *name, int parallelism,
@@ -66,7 +153,8 @@ AGR_API bool agr_supplier_is_borrowed(const agr_supplier *sup);
  * cache key is the pair (context_name, aggregate_name); the scheduler
  * and its threads are named after the supplier and the aggregate name.
  *
- * Returns 0, -EINVAL (NULL argument, NULL or empty names), -ESHUTDOWN
+ * Returns 0, -EINVAL (NULL argument, NULL or empty names; logged,
+ * naming which), -ESHUTDOWN
  * (the supplier has begun stopping), -ENOMEM, -EAGAIN (no thread could
  * be created), or the error that kept io_uring from starting (-ENOSYS,
  * -EPERM, -ENOMEM, -EINVAL), whose likely cause is logged in words.

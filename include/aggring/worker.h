@@ -21,6 +21,55 @@ struct io_uring;
 typedef struct agr_worker agr_worker;
 typedef struct agr_scheduler agr_scheduler;
 
+/* Ring setup flags (agr_supplier_options.ring_flags). */
+#define AGR_RING_SQPOLL 0x1u	    /* a kernel thread polls the SQ
+				     * (IORING_SETUP_SQPOLL, Linux 5.11+
+				     * unprivileged) */
+#define AGR_RING_COOP_TASKRUN 0x2u  /* COOP_TASKRUN instead of the default
+				     * SINGLE_ISSUER|DEFER_TASKRUN */
+#define AGR_RING_NO_FALLBACK 0x4u   /* fail with the kernel's error rather
+				     * than retry with fewer flags */
+#define AGR_RING_FLAGS_ALL 0x7u
+/*
+ * There is no IOPOLL flag, on purpose. A ring set up with
+ * IORING_SETUP_IOPOLL gets no completion interrupts: its CQEs appear
+ * only while someone polls the driver, so a worker would have to spin
+ * whenever polled I/O is in flight and could no longer sleep in the
+ * kernel on its ring, where its doorbells and socket completions
+ * arrive; and such a ring takes only O_DIRECT reads and writes on a
+ * block device with poll queues (NVMe with poll_queues set,
+ * /sys/block/DEV/queue/io_poll = 1), refusing sockets, timers, fsync
+ * and MSG_RING. A service that has such a device can create its own
+ * IOPOLL ring in a worker_init hook and reap it from a task that it
+ * reschedules while its I/O is in flight.
+ */
+
+/* How an idle worker sleeps (agr_supplier_options.wait_mode). */
+typedef enum agr_wait_mode {
+	AGR_WAIT_DEFAULT = 0, /* AGR_WAIT_MODE, else enter (eventfd under
+			       * Valgrind) */
+	AGR_WAIT_ENTER = 1,   /* in io_uring_enter() */
+	AGR_WAIT_EVENTFD = 2, /* in poll(2) on an eventfd of the ring */
+} agr_wait_mode;
+
+/*
+ * Runs on each worker's thread once its ring exists, before the worker
+ * runs any task or message: the place to register files
+ * (io_uring_register_files on agr_worker_ring(w)), buffers or buffer
+ * rings, or to open per-worker state. agr_io_* may be called. Returns
+ * 0, or a negative errno that fails the scheduler's creation with it
+ * (agr_supplier_get_or_init returns it); then the exit hook does not
+ * run for that worker, and no thread or ring of the scheduler is left.
+ */
+typedef int (*agr_worker_init_fn)(agr_worker *w, void *arg);
+
+/*
+ * Runs on each worker's thread after its loop ended (every task,
+ * message and I/O callback has run; no I/O may be submitted), before
+ * the ring closes: the place to unregister and free what init made.
+ */
+typedef void (*agr_worker_exit_fn)(agr_worker *w, void *arg);
+
 /* The worker the calling thread is, or NULL on any other thread. */
 AGR_API agr_worker *agr_worker_current(void);
 

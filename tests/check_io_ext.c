@@ -1,0 +1,785 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_io_ext.c - what a storage service needs beyond plain agr_io_*:
+ * raw SQEs that cannot be lost, chains the SQ-full flush never splits,
+ * one operation cancelled by its id, linked timeouts, CQE flags,
+ * registered files and buffers, multishot receive into a provided
+ * buffer ring, zero-copy send.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <aggring.h>
+#include <liburing.h>
+
+#include "testutil.h"
+
+#define MS 1000000ull
+
+static const agr_named_aggregate order = { "sales", "Order" };
+
+/* ---- a supplier with one worker and small rings ---- */
+
+struct rig {
+	agr_supplier *sup;
+	agr_scheduler *s;
+};
+
+static void rig_up_opts(struct rig *g, agr_supplier_options *o)
+{
+	ck_assert_int_eq(agr_supplier_new_opts("ioext", o, &g->sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(g->sup, &order, &g->s), 0);
+}
+
+static void rig_up(struct rig *g, unsigned sq_entries)
+{
+	agr_supplier_options o = AGR_SUPPLIER_OPTIONS_INIT;
+
+	o.parallelism = 1;
+	o.sq_entries = sq_entries;
+	rig_up_opts(g, &o);
+}
+
+static void rig_down(struct rig *g)
+{
+	ck_assert_int_eq(agr_supplier_stop_gracefully(g->sup, TU_LONG_NS), 0);
+	agr_supplier_free(g->sup);
+}
+
+static void run_on(struct rig *g, agr_task_fn fn, void *arg)
+{
+	ck_assert_int_eq(agr_scheduler_schedule(g->s, 0, fn, arg), 0);
+}
+
+static int temp_file(void)
+{
+	char path[] = "/tmp/aggring-ioext-XXXXXX";
+	int fd = mkstemp(path);
+
+	ck_assert_int_ge(fd, 0);
+	unlink(path);
+	return fd;
+}
+
+/* ---- raw SQEs ---- */
+
+#define RAW_WRITES 24
+#define RAW_LEN 512
+
+struct raw_run {
+	int fd;
+	struct tu_tally done;
+	int res[RAW_WRITES];
+	int submit[RAW_WRITES];
+	int raw_res;
+	int commit_ret;
+	char data[RAW_WRITES][RAW_LEN];
+};
+
+static void raw_write_done(int res, void *arg)
+{
+	int *slot = arg;
+
+	*slot = res;
+}
+
+static void raw_done(int res, void *arg)
+{
+	struct raw_run *r = arg;
+
+	r->raw_res = res;
+}
+
+static void count_done(int res, void *arg)
+{
+	(void)res;
+	tu_tally_add(arg);
+}
+
+/*
+ * What lost data: take a raw SQE, leave it unprepared, queue more
+ * writes than the SQ holds, then prepare it. The full SQ was flushed
+ * with the unprepared SQE in it, the late prep overwrote another
+ * write's SQE, and a write reported 0 bytes it never wrote. Now every
+ * write reaches the disk intact, the raw NOP completes, and so do
+ * more writes after the commit.
+ */
+static void raw_then_writes(void *arg)
+{
+	struct raw_run *r = arg;
+	agr_worker *w = agr_worker_current();
+	struct io_uring_sqe *raw;
+	int i;
+
+	TU_EXPECT(agr_io_sqe(w, raw_done, r, &raw) == 0);
+	for (i = 0; i < RAW_WRITES / 2; i++)
+		r->submit[i] = agr_io_write(w, r->fd, r->data[i], RAW_LEN,
+					    (uint64_t)i * RAW_LEN,
+					    raw_write_done, &r->res[i]);
+	io_uring_prep_nop(raw);
+	r->commit_ret = agr_io_sqe_commit(w);
+	for (; i < RAW_WRITES; i++)
+		r->submit[i] = agr_io_write(w, r->fd, r->data[i], RAW_LEN,
+					    (uint64_t)i * RAW_LEN,
+					    raw_write_done, &r->res[i]);
+	/* Marks the end: runs after every write above has completed. */
+	TU_EXPECT(agr_io_fsync(w, r->fd, 0, count_done, &r->done) == 0);
+}
+
+START_TEST(raw_sqe_is_never_submitted_unprepared)
+{
+	struct raw_run *r = calloc(1, sizeof(*r));
+	char back[RAW_LEN];
+	struct rig g;
+	int i, written = 0, refused = 0;
+
+	ck_assert_ptr_nonnull(r);
+	r->fd = temp_file();
+	tu_tally_init(&r->done);
+	for (i = 0; i < RAW_WRITES; i++)
+		memset(r->data[i], 'a' + i, RAW_LEN);
+	r->raw_res = 1;
+	rig_up(&g, 8);
+	run_on(&g, raw_then_writes, r);
+	ck_assert(tu_tally_wait(&r->done, 1, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(r->commit_ret, 0);
+	ck_assert_int_eq(r->raw_res, 0); /* the NOP, prepared late */
+	for (i = 0; i < RAW_WRITES; i++) {
+		if (r->submit[i] == -EBUSY) {
+			refused++;
+			continue;
+		}
+		ck_assert_int_eq(r->submit[i], 0);
+		ck_assert_int_eq(r->res[i], RAW_LEN);
+		ck_assert_int_eq(pread(r->fd, back, RAW_LEN,
+				       (off_t)i * RAW_LEN), RAW_LEN);
+		ck_assert_msg(memcmp(back, r->data[i], RAW_LEN) == 0,
+			      "write %d reported %d but is not on disk", i,
+			      r->res[i]);
+		written++;
+	}
+	ck_assert_int_eq(refused, 0);
+	ck_assert_int_eq(written, RAW_WRITES);
+	close(r->fd);
+	tu_tally_destroy(&r->done);
+	free(r);
+}
+END_TEST
+
+/* ---- chains under SQ pressure ---- */
+
+struct chain_run {
+	int good_fd;
+	struct tu_tally done;
+	int fill_res[7];
+	int write_res, fsync_res, chain_ret;
+	int write_ret, fsync_ret;
+	char buf[64];
+};
+
+static void store_res(int res, void *arg)
+{
+	*(int *)arg = res;
+}
+
+static void store_and_count(int res, void *arg)
+{
+	struct chain_run *c = arg;
+
+	c->fsync_res = res;
+	tu_tally_add(&c->done);
+}
+
+/*
+ * The SQ (8) holds 7 prepared writes when a write->fsync chain is
+ * queued. The chain's write goes to a closed fd and fails: if the
+ * chain holds, the fsync after it is cancelled; had the full-SQ flush
+ * split them, the fsync would run on its own and succeed.
+ */
+static void fill_then_chain(void *arg)
+{
+	struct chain_run *c = arg;
+	agr_worker *w = agr_worker_current();
+	int i;
+
+	for (i = 0; i < 7; i++)
+		TU_EXPECT(agr_io_write(w, c->good_fd, c->buf, sizeof(c->buf),
+				       (uint64_t)i * sizeof(c->buf), store_res,
+				       &c->fill_res[i]) == 0);
+	c->chain_ret = agr_io_chain(w, 2);
+	c->write_ret = agr_io_write(w, 999, c->buf, sizeof(c->buf), 0,
+				    store_res, &c->write_res);
+	c->fsync_ret = agr_io_fsync(w, c->good_fd, 0, store_and_count, c);
+}
+
+START_TEST(chain_is_not_split_by_a_full_sq)
+{
+	struct chain_run c = { .write_res = 1, .fsync_res = 1 };
+	agr_supplier_options o = AGR_SUPPLIER_OPTIONS_INIT;
+	struct rig g;
+	int i;
+
+	c.good_fd = temp_file();
+	memset(c.buf, 'x', sizeof(c.buf));
+	tu_tally_init(&c.done);
+	o.parallelism = 1;
+	o.sq_entries = 8;
+	o.submit_batch = 0; /* nothing leaves before the turn ends */
+	rig_up_opts(&g, &o);
+	run_on(&g, fill_then_chain, &c);
+	ck_assert(tu_tally_wait(&c.done, 1, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(c.chain_ret, 0);
+	ck_assert_int_eq(c.write_ret, 0);
+	ck_assert_int_eq(c.fsync_ret, 0);
+	for (i = 0; i < 7; i++)
+		ck_assert_int_eq(c.fill_res[i], (int)sizeof(c.buf));
+	ck_assert_int_eq(c.write_res, -EBADF);
+	ck_assert_int_eq(c.fsync_res, -ECANCELED);
+	close(c.good_fd);
+	tu_tally_destroy(&c.done);
+}
+END_TEST
+
+/* ---- one operation cancelled by id; a linked timeout ---- */
+
+struct two_recvs {
+	int sv[2];
+	char a[8], b[8];
+	int res_a, res_b;
+	agr_io_id id_a, id_b;
+	int cancel_ret;
+	struct tu_tally done;
+	struct tu_latch armed;
+};
+
+static void recv_a(int res, void *arg)
+{
+	struct two_recvs *t = arg;
+
+	t->res_a = res;
+	tu_tally_add(&t->done);
+}
+
+static void recv_b(int res, void *arg)
+{
+	struct two_recvs *t = arg;
+
+	t->res_b = res;
+	tu_tally_add(&t->done);
+}
+
+static void arm_two(void *arg)
+{
+	struct two_recvs *t = arg;
+	agr_worker *w = agr_worker_current();
+	agr_io_params p = AGR_IO_PARAMS_INIT;
+
+	p.id = &t->id_a;
+	TU_EXPECT(agr_io_next(w, &p) == 0);
+	TU_EXPECT(agr_io_recv(w, t->sv[0], t->a, sizeof(t->a), 0, recv_a,
+			      t) == 0);
+	p.id = &t->id_b;
+	TU_EXPECT(agr_io_next(w, &p) == 0);
+	TU_EXPECT(agr_io_recv(w, t->sv[0], t->b, sizeof(t->b), 0, recv_b,
+			      t) == 0);
+	tu_latch_count_down(&t->armed);
+}
+
+static void cancel_a(void *arg)
+{
+	struct two_recvs *t = arg;
+
+	t->cancel_ret = agr_io_cancel_op(agr_worker_current(), t->id_a);
+}
+
+/* Two receives with the same argument; only the one named is cancelled. */
+START_TEST(cancel_op_cancels_exactly_one)
+{
+	struct two_recvs t = { .res_a = 1, .res_b = 1, .cancel_ret = 1 };
+	struct rig g;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, t.sv), 0);
+	tu_tally_init(&t.done);
+	tu_latch_init(&t.armed, 1);
+	rig_up(&g, 0);
+	run_on(&g, arm_two, &t);
+	ck_assert(tu_latch_wait(&t.armed, TU_LONG_NS));
+	ck_assert_uint_ne(t.id_a, 0);
+	ck_assert_uint_ne(t.id_a, t.id_b);
+	run_on(&g, cancel_a, &t);
+	ck_assert(tu_tally_wait(&t.done, 1, TU_LONG_NS));
+	ck_assert_int_eq(t.res_a, -ECANCELED);
+	ck_assert_int_eq(t.res_b, 1); /* still armed */
+	ck_assert_int_eq(write(t.sv[1], "hi", 2), 2);
+	ck_assert(tu_tally_wait(&t.done, 2, TU_LONG_NS));
+	ck_assert_int_eq(t.res_b, 2);
+	ck_assert_int_eq(t.cancel_ret, 0);
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	close(t.sv[0]);
+	close(t.sv[1]);
+	tu_latch_destroy(&t.armed);
+	tu_tally_destroy(&t.done);
+}
+END_TEST
+
+static void arm_with_timeout(void *arg)
+{
+	struct two_recvs *t = arg;
+	agr_worker *w = agr_worker_current();
+	agr_io_params p = AGR_IO_PARAMS_INIT;
+
+	p.timeout_ns = 20 * MS;
+	TU_EXPECT(agr_io_next(w, &p) == 0);
+	TU_EXPECT(agr_io_recv(w, t->sv[0], t->a, sizeof(t->a), 0, recv_a,
+			      t) == 0);
+}
+
+/* Nobody writes: the linked timeout ends the receive. */
+START_TEST(linked_timeout_ends_the_operation)
+{
+	struct two_recvs t = { .res_a = 1 };
+	struct rig g;
+
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, t.sv), 0);
+	tu_tally_init(&t.done);
+	rig_up(&g, 0);
+	run_on(&g, arm_with_timeout, &t);
+	ck_assert(tu_tally_wait(&t.done, 1, TU_LONG_NS));
+	/* The kernel reports a linked timeout's victim as cancelled. */
+	ck_assert_int_eq(t.res_a, -ECANCELED);
+	rig_down(&g); /* the timeout's own CQE came too: nothing in flight */
+	tu_assert_no_worker_failure();
+	close(t.sv[0]);
+	close(t.sv[1]);
+	tu_tally_destroy(&t.done);
+}
+END_TEST
+
+/* ---- multishot receive into a provided buffer ring ---- */
+
+#define MESSAGES 100000
+#define MAX_MESSAGE 512
+#define RECV_BUFS 8
+#define RECV_BUF_SIZE 2048
+#define HOARD_CQES 200 /* buffers kept, not recycled, at first: ENOBUFS */
+
+static uint32_t next_rand(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+struct stream {
+	int sv[2];
+	uint64_t sent, received;
+	uint32_t check_state; /* the byte stream's generator, receiver side */
+	agr_buf_ring *br;
+	int hoarded[RECV_BUFS];
+	int nhoarded;
+	long cqes, rearms, enobufs;
+	bool mismatch;
+	int end_res;
+	struct tu_latch armed, done;
+};
+
+static void *send_messages(void *arg)
+{
+	struct stream *st = arg;
+	uint32_t bytes = 0x12345u, sizes = 0x9e3779b9u;
+	unsigned char msg[MAX_MESSAGE];
+	int i, n, k, off, w;
+
+	for (i = 0; i < MESSAGES; i++) {
+		n = 1 + (int)(next_rand(&sizes) % MAX_MESSAGE);
+		for (k = 0; k < n; k++)
+			msg[k] = (unsigned char)next_rand(&bytes);
+		for (off = 0; off < n; off += w) {
+			w = (int)write(st->sv[1], msg + off, (size_t)(n - off));
+			if (w <= 0)
+				return NULL;
+		}
+		st->sent += (uint64_t)n;
+	}
+	shutdown(st->sv[1], SHUT_WR);
+	return NULL;
+}
+
+static void on_recv(int res, unsigned flags, void *arg);
+
+static void arm_recv(struct stream *st)
+{
+	agr_worker *w = agr_buf_ring_worker(st->br);
+
+	TU_EXPECT(agr_io_recv_multishot(w, st->sv[0], st->br, 0, on_recv,
+					st) == 0);
+}
+
+static void check_bytes(struct stream *st, const unsigned char *p, int n)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		if (p[k] != (unsigned char)next_rand(&st->check_state))
+			st->mismatch = true;
+	st->received += (uint64_t)n;
+}
+
+static void give_back_hoard(struct stream *st)
+{
+	while (st->nhoarded > 0)
+		TU_EXPECT(agr_buf_ring_recycle(
+				  st->br,
+				  (unsigned)st->hoarded[--st->nhoarded]) == 0);
+}
+
+static void on_recv(int res, unsigned flags, void *arg)
+{
+	struct stream *st = arg;
+	int bid = agr_buf_ring_bid(flags);
+
+	st->cqes++;
+	if (res > 0) {
+		TU_EXPECT(bid >= 0);
+		check_bytes(st, agr_buf_ring_buf(st->br, (unsigned)bid), res);
+		if (st->cqes <= HOARD_CQES && st->nhoarded < RECV_BUFS)
+			st->hoarded[st->nhoarded++] = bid;
+		else
+			TU_EXPECT(agr_buf_ring_recycle(st->br,
+						       (unsigned)bid) == 0);
+	}
+	if (flags & IORING_CQE_F_MORE)
+		return;
+	if (res == -ENOBUFS) { /* the ring ran dry: give back, arm again */
+		st->enobufs++;
+		give_back_hoard(st);
+		st->rearms++;
+		arm_recv(st);
+		return;
+	}
+	if (res > 0) { /* the kernel may end a multishot at any time */
+		st->rearms++;
+		arm_recv(st);
+		return;
+	}
+	give_back_hoard(st);
+	st->end_res = res;
+	agr_buf_ring_free(st->br);
+	st->br = NULL;
+	tu_latch_count_down(&st->done);
+}
+
+static void start_stream(void *arg)
+{
+	struct stream *st = arg;
+
+	TU_EXPECT(agr_buf_ring_new(agr_worker_current(), 7, RECV_BUFS,
+				   RECV_BUF_SIZE, &st->br) == 0);
+	arm_recv(st);
+	tu_latch_count_down(&st->armed);
+}
+
+START_TEST(multishot_recv_with_buffer_ring_is_intact)
+{
+	struct stream *st = calloc(1, sizeof(*st));
+	pthread_t sender;
+	struct rig g;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
+	st->check_state = 0x12345u;
+	st->end_res = 1;
+	tu_latch_init(&st->armed, 1);
+	tu_latch_init(&st->done, 1);
+	rig_up(&g, 0);
+	run_on(&g, start_stream, st);
+	ck_assert_int_eq(pthread_create(&sender, NULL, send_messages, st), 0);
+	ck_assert(tu_latch_wait(&st->done, TU_LONG_NS));
+	pthread_join(sender, NULL);
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(st->end_res, 0); /* the peer's shutdown */
+	ck_assert(!st->mismatch);
+	ck_assert_uint_eq(st->received, st->sent);
+	ck_assert_uint_gt(st->sent, MESSAGES);
+	ck_assert_int_ge(st->enobufs, 1);
+	close(st->sv[0]);
+	close(st->sv[1]);
+	tu_latch_destroy(&st->armed);
+	tu_latch_destroy(&st->done);
+	free(st);
+}
+END_TEST
+
+/* A force stop ends an armed multishot receive, once, with -ECANCELED. */
+START_TEST(multishot_recv_ends_on_force_stop)
+{
+	struct stream *st = calloc(1, sizeof(*st));
+	struct rig g;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
+	st->end_res = 1;
+	tu_latch_init(&st->armed, 1);
+	tu_latch_init(&st->done, 1);
+	rig_up(&g, 0);
+	run_on(&g, start_stream, st);
+	ck_assert(tu_latch_wait(&st->armed, TU_LONG_NS));
+	ck_assert_int_eq(agr_supplier_force_stop(g.sup), 0);
+	ck_assert(tu_latch_wait(&st->done, TU_LONG_NS));
+	ck_assert_int_eq(st->end_res, -ECANCELED);
+	ck_assert_int_eq(st->cqes, 1);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(g.sup, TU_LONG_NS), 0);
+	agr_supplier_free(g.sup);
+	tu_assert_no_worker_failure();
+	close(st->sv[0]);
+	close(st->sv[1]);
+	tu_latch_destroy(&st->armed);
+	tu_latch_destroy(&st->done);
+	free(st);
+}
+END_TEST
+
+/* ---- zero-copy send ---- */
+
+#define ZC_LEN 65536
+
+struct zc_run {
+	int fd;
+	unsigned char *buf;
+	int first_res;
+	unsigned first_flags;
+	int completions, notifications, order_ok;
+	struct tu_latch notified;
+};
+
+static void on_zc(int res, unsigned flags, void *arg)
+{
+	struct zc_run *z = arg;
+
+	if (flags & IORING_CQE_F_NOTIF) {
+		z->notifications++;
+		z->order_ok = z->completions == 1;
+		TU_EXPECT(!(flags & IORING_CQE_F_MORE));
+		tu_latch_count_down(&z->notified);
+		return;
+	}
+	z->completions++;
+	z->first_res = res;
+	z->first_flags = flags;
+}
+
+static void send_zero_copy(void *arg)
+{
+	struct zc_run *z = arg;
+
+	TU_EXPECT(agr_io_send_zc(agr_worker_current(), z->fd, z->buf, ZC_LEN,
+				 MSG_NOSIGNAL, on_zc, z) == 0);
+}
+
+static void tcp_pair(int *client, int *server)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	*client = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(connect(*client, (struct sockaddr *)&a, sizeof(a)),
+			 0);
+	*server = accept(l, NULL, NULL);
+	ck_assert_int_ge(*server, 0);
+	close(l);
+}
+
+START_TEST(zero_copy_send_reports_completion_and_notification)
+{
+	struct zc_run z = { .first_res = 1 };
+	unsigned char *back = malloc(ZC_LEN);
+	int client, server, i;
+	ssize_t got, total = 0;
+	struct rig g;
+
+	ck_assert_ptr_nonnull(back);
+	z.buf = malloc(ZC_LEN);
+	ck_assert_ptr_nonnull(z.buf);
+	for (i = 0; i < ZC_LEN; i++)
+		z.buf[i] = (unsigned char)(i * 7);
+	tcp_pair(&client, &server);
+	z.fd = client;
+	tu_latch_init(&z.notified, 1);
+	rig_up(&g, 0);
+	run_on(&g, send_zero_copy, &z);
+	while (total < ZC_LEN) {
+		got = read(server, back + total, (size_t)(ZC_LEN - total));
+		ck_assert_int_gt(got, 0);
+		total += got;
+	}
+	ck_assert(tu_latch_wait(&z.notified, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(z.first_res, ZC_LEN);
+	ck_assert(z.first_flags & IORING_CQE_F_MORE);
+	ck_assert_int_eq(z.completions, 1);
+	ck_assert_int_eq(z.notifications, 1);
+	ck_assert(z.order_ok);
+	ck_assert(memcmp(back, z.buf, ZC_LEN) == 0);
+	close(client);
+	close(server);
+	free(z.buf);
+	free(back);
+	tu_latch_destroy(&z.notified);
+}
+END_TEST
+
+/* ---- registered files and buffers from the init hook ---- */
+
+#define WORKERS 2
+#define FIXED_LEN 4096
+
+struct fixed;
+
+struct fixed_slot {
+	struct fixed *f;
+	int res;
+};
+
+struct fixed {
+	int fd[WORKERS];
+	unsigned char *buf[WORKERS];
+	struct fixed_slot slot[WORKERS];
+	atomic_int unregistered;
+	struct tu_tally done;
+};
+
+static int register_on_worker(agr_worker *w, void *arg)
+{
+	struct fixed *f = arg;
+	int i = agr_worker_index(w);
+	struct iovec iov;
+	int ret;
+
+	f->fd[i] = temp_file();
+	if (posix_memalign((void **)&f->buf[i], FIXED_LEN, FIXED_LEN))
+		return -ENOMEM;
+	memset(f->buf[i], 'A' + i, FIXED_LEN);
+	iov.iov_base = f->buf[i];
+	iov.iov_len = FIXED_LEN;
+	ret = io_uring_register_files(agr_worker_ring(w), &f->fd[i], 1);
+	if (ret == 0)
+		ret = io_uring_register_buffers(agr_worker_ring(w), &iov, 1);
+	return ret;
+}
+
+static void unregister_on_worker(agr_worker *w, void *arg)
+{
+	struct fixed *f = arg;
+
+	if (io_uring_unregister_buffers(agr_worker_ring(w)) == 0 &&
+	    io_uring_unregister_files(agr_worker_ring(w)) == 0)
+		atomic_fetch_add(&f->unregistered, 1);
+}
+
+static void fixed_written(int res, void *arg)
+{
+	struct fixed_slot *slot = arg;
+
+	slot->res = res;
+	tu_tally_add(&slot->f->done);
+}
+
+static void write_fixed(void *arg)
+{
+	struct fixed *f = arg;
+	agr_worker *w = agr_worker_current();
+	int i = agr_worker_index(w);
+	agr_io_params p = AGR_IO_PARAMS_INIT;
+
+	p.flags = AGR_IO_FIXED_FILE | AGR_IO_FIXED_BUF;
+	p.buf_index = 0;
+	TU_EXPECT(agr_io_next(w, &p) == 0);
+	/* fd 0: the first registered file, not standard input. */
+	f->slot[i].f = f;
+	TU_EXPECT(agr_io_write(w, 0, f->buf[i], FIXED_LEN, 0, fixed_written,
+			       &f->slot[i]) == 0);
+}
+
+START_TEST(init_hook_registers_files_and_buffers_used_by_io)
+{
+	struct fixed *f = calloc(1, sizeof(*f));
+	agr_supplier_options o = AGR_SUPPLIER_OPTIONS_INIT;
+	unsigned char back[FIXED_LEN];
+	struct rig g;
+	int i;
+
+	ck_assert_ptr_nonnull(f);
+	tu_tally_init(&f->done);
+	o.parallelism = WORKERS;
+	o.worker_init = register_on_worker;
+	o.worker_exit = unregister_on_worker;
+	o.hook_arg = f;
+	rig_up_opts(&g, &o);
+	for (i = 0; i < WORKERS; i++)
+		ck_assert_int_eq(agr_scheduler_schedule(g.s, (unsigned)i,
+							write_fixed, f), 0);
+	ck_assert(tu_tally_wait(&f->done, WORKERS, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(atomic_load(&f->unregistered), WORKERS);
+	for (i = 0; i < WORKERS; i++) {
+		ck_assert_int_eq(f->slot[i].res, FIXED_LEN);
+		ck_assert_int_eq(pread(f->fd[i], back, FIXED_LEN, 0),
+				 FIXED_LEN);
+		ck_assert_int_eq(back[0], 'A' + i);
+		ck_assert_int_eq(back[FIXED_LEN - 1], 'A' + i);
+		close(f->fd[i]);
+		free(f->buf[i]);
+	}
+	tu_tally_destroy(&f->done);
+	free(f);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("io_ext");
+	TCase *c = tcase_create("core");
+
+	tcase_set_timeout(c, 60);
+	tcase_add_test(c, raw_sqe_is_never_submitted_unprepared);
+	tcase_add_test(c, chain_is_not_split_by_a_full_sq);
+	tcase_add_test(c, cancel_op_cancels_exactly_one);
+	tcase_add_test(c, linked_timeout_ends_the_operation);
+	tcase_add_test(c, multishot_recv_with_buffer_ring_is_intact);
+	tcase_add_test(c, multishot_recv_ends_on_force_stop);
+	tcase_add_test(c, zero_copy_send_reports_completion_and_notification);
+	tcase_add_test(c, init_hook_registers_files_and_buffers_used_by_io);
+	suite_add_tcase(s, c);
+	return s;
+}
+
+int main(void)
+{
+	tu_require_io_uring();
+	return tu_run(suite());
+}
