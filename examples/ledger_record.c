@@ -62,6 +62,11 @@ static size_t seal(char *dst, int n)
 	return (size_t)n;
 }
 
+size_t record_seal(char *dst, const char *body)
+{
+	return seal(dst, snprintf(dst, RECORD_MAX - 10, "%s", body));
+}
+
 size_t record_encode(char *dst, const struct record *rec)
 {
 	int n = rec->kind == RECORD_CLOSE ?

@@ -56,6 +56,12 @@ bool reqid_valid(const char *p, size_t len);
 size_t record_encode(char *dst, const struct record *rec);
 
 /*
+ * Writes `body` (shorter than RECORD_MAX - 10) with its " CRC\n" into
+ * dst[RECORD_MAX]; its length. For tests: any line, with a valid CRC.
+ */
+size_t record_seal(char *dst, const char *body);
+
+/*
  * Parses one whole line (with its '\n') into *rec; false if it is torn
  * or corrupt.
  */
