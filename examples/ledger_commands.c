@@ -450,12 +450,18 @@ static const struct command command_table[] = {
 };
 #define NCOMMANDS (sizeof(command_table) / sizeof(command_table[0]))
 
+/* Per request: a first-letter test rejects most names cheaply. */
 static const struct command *command_find(const struct resp_arg *name)
 {
+	char first;
 	size_t i;
 
+	if (name->len == 0)
+		return NULL;
+	first = (char)(name->p[0] | 0x20); /* ASCII lower case */
 	for (i = 0; i < NCOMMANDS; i++)
-		if (resp_arg_is(name, command_table[i].name))
+		if (command_table[i].name[0] == first &&
+		    resp_arg_is(name, command_table[i].name))
 			return &command_table[i];
 	return NULL;
 }
