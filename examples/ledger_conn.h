@@ -14,7 +14,12 @@
  * go to different groups); each connection keeps its requests in a
  * queue in arrival order and sends a reply only when every earlier one
  * has been sent, which is what pipelining clients expect. Replies
- * finished in one turn of a worker go out together, at its end.
+ * finished in one turn of a worker go out together, at its end. MGET,
+ * EXISTS and DEL of several keys become one message per key (each to
+ * its own group), whose replies follow an array header (MGET) or are
+ * counted by a request queued after them (EXISTS, DEL); EXEC is one
+ * message; TRANSFER is a saga whose reply is ready when its last
+ * message completes (ledger_accounts.h).
  *
  * Closing. On QUIT or a stop a connection answers the requests it has
  * read, then closes. When it closes first, it half-closes and drains
