@@ -20,6 +20,8 @@ void buf_reserve(struct buf *b, size_t extra, size_t min)
 
 void buf_append(struct buf *b, const void *p, size_t n)
 {
+	if (n == 0)
+		return; /* b->p may still be NULL */
 	buf_reserve(b, n, 256);
 	memcpy(b->p + b->len, p, n);
 	b->len += n;

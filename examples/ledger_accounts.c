@@ -2,18 +2,68 @@
 #include "ledger_accounts.h"
 
 #include <limits.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
 #include <string.h>
 
 #include "util.h"
 
 /* ---- balances ---- */
 
+/* The request ids of an account's last changes, and their replies. */
+struct reqid_entry {
+	long long balance; /* reply 'c': the balance after the change */
+	char reply;	   /* 'c' or 's' (OK), as in ledger_record.h */
+	char id[REQID_MAX + 1];
+};
+
+struct reqids {
+	unsigned next; /* the oldest, overwritten next */
+	struct reqid_entry e[REQID_WINDOW];
+};
+
 struct account {
 	long long balance;
 	uint64_t hash;
+	struct reqids *ids; /* NULL until a change carries a request id */
 	char key[];
 };
+
+static const struct reqid_entry *reqid_find(const struct account *a,
+					    const char *id)
+{
+	unsigned i;
+
+	for (i = 0; a && a->ids && i < REQID_WINDOW; i++)
+		if (strcmp(a->ids->e[i].id, id) == 0)
+			return &a->ids->e[i];
+	return NULL;
+}
+
+static void reqid_remember(struct account *a, const char *id, char reply,
+			   long long balance)
+{
+	struct reqid_entry *e;
+
+	if (!a->ids)
+		a->ids = xcalloc(1, sizeof(*a->ids));
+	e = &a->ids->e[a->ids->next];
+	a->ids->next = (a->ids->next + 1) % REQID_WINDOW;
+	e->balance = balance;
+	e->reply = reply;
+	snprintf(e->id, sizeof(e->id), "%s", id);
+}
+
+static void account_free(struct account *a)
+{
+	if (a)
+		free(a->ids);
+	free(a);
+}
 
 /* One group's accounts: open addressing, linear probing. */
 struct table {
@@ -24,6 +74,7 @@ struct table {
 
 struct accounts {
 	int ngroups;
+	atomic_ullong count; /* over every table: read by INFO, DBSIZE */
 	struct table tables[]; /* [ngroups] */
 };
 
@@ -69,7 +120,8 @@ static struct account *table_find(const struct table *t, const char *key)
 }
 
 /* The account, created with balance 0 if it has none yet. */
-static struct account *table_get(struct table *t, const char *key)
+static struct account *table_get(struct accounts *as, struct table *t,
+				 const char *key)
 {
 	uint64_t h = key_hash(key);
 	struct account **slot, *a;
@@ -86,7 +138,39 @@ static struct account *table_get(struct table *t, const char *key)
 	memcpy(a->key, key, len + 1);
 	*slot = a;
 	t->count++;
+	atomic_fetch_add_explicit(&as->count, 1, memory_order_relaxed);
 	return a;
+}
+
+/*
+ * Removes `key` if it is there (backward-shift deletion: the accounts
+ * after it in its probe run move up, so no tombstone is needed).
+ */
+static void table_remove(struct accounts *as, struct table *t,
+			 const char *key)
+{
+	struct account **hole;
+	size_t i, j, home;
+
+	if (!t->slots)
+		return;
+	hole = table_slot(t->slots, t->mask, key, key_hash(key));
+	if (!*hole)
+		return;
+	account_free(*hole);
+	*hole = NULL;
+	t->count--;
+	atomic_fetch_sub_explicit(&as->count, 1, memory_order_relaxed);
+	i = (size_t)(hole - t->slots);
+	for (j = (i + 1) & t->mask; t->slots[j]; j = (j + 1) & t->mask) {
+		home = (size_t)t->slots[j]->hash & t->mask;
+		/* Stays unless the hole lies between its home and it. */
+		if (((j - home) & t->mask) < ((j - i) & t->mask))
+			continue;
+		t->slots[i] = t->slots[j];
+		t->slots[j] = NULL;
+		i = j;
+	}
 }
 
 static void table_free(struct table *t)
@@ -94,7 +178,7 @@ static void table_free(struct table *t)
 	size_t i;
 
 	for (i = 0; t->slots && i <= t->mask; i++)
-		free(t->slots[i]);
+		account_free(t->slots[i]);
 	free(t->slots);
 }
 
@@ -118,12 +202,26 @@ void accounts_free(struct accounts *a)
 	free(a);
 }
 
-bool accounts_add(struct accounts *a, const char *key, long long delta)
+bool accounts_apply(struct accounts *a, const struct record *rec)
 {
-	struct account *acct =
-		table_get(&a->tables[agr_group_key(key, a->ngroups)], key);
+	struct table *t = &a->tables[agr_group_key(rec->key, a->ngroups)];
+	struct account *acct;
 
-	return !__builtin_add_overflow(acct->balance, delta, &acct->balance);
+	if (rec->kind == RECORD_CLOSE) {
+		table_remove(a, t, rec->key);
+		return true;
+	}
+	acct = table_get(a, t, rec->key);
+	if (__builtin_add_overflow(acct->balance, rec->delta, &acct->balance))
+		return false;
+	if (rec->reqid[0])
+		reqid_remember(acct, rec->reqid, rec->reply, acct->balance);
+	return true;
+}
+
+uint64_t accounts_count(const struct accounts *a)
+{
+	return atomic_load_explicit(&a->count, memory_order_relaxed);
 }
 
 void accounts_each(const struct accounts *a,
@@ -144,37 +242,202 @@ void accounts_each(const struct accounts *a,
 
 /* ---- messages ---- */
 
-static const char *const op_type[] = { "Get", "Deposit", "Withdraw" };
+static const char *const op_type[] = {
+	"Get", "Exists", "Deposit", "Withdraw", "Set", "Close",
+	"TransferDebit", "TransferCredit", "TransferRefund",
+};
+
+static void msg_init_key(struct account_msg *m, const char *key, size_t len,
+			 void *user)
+{
+	memcpy(m->key, key, len);
+	m->key[len] = '\0';
+	m->msg.aggregate_id = m->key;
+	m->msg.user = user;
+	m->journal_failed = false;
+	m->reqid[0] = '\0';
+	m->xfer = NULL;
+}
 
 void account_msg_init(struct account_msg *m, enum account_op op,
 		      const char *key, size_t len, long long amount,
 		      void *user)
 {
-	memcpy(m->key, key, len);
-	m->key[len] = '\0';
-	m->op = op;
-	m->amount = amount;
-	m->msg.aggregate_id = m->key;
+	msg_init_key(m, key, len, user);
+	m->one = (struct account_step){ .op = op, .amount = amount };
+	m->steps = &m->one;
+	m->nsteps = 1;
 	m->msg.type = op_type[op];
-	m->msg.user = user;
+}
+
+void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len)
+{
+	memcpy(m->reqid, id, len);
+	m->reqid[len] = '\0';
+}
+
+void account_msg_init_steps(struct account_msg *m, const char *key,
+			    size_t len, struct account_step *steps,
+			    unsigned n, void *user)
+{
+	msg_init_key(m, key, len, user);
+	m->steps = steps;
+	m->nsteps = n;
+	m->msg.type = "Transaction";
+}
+
+/* ---- transfers ---- */
+
+/* Transfer ids: this process's start, then a sequence number. */
+static uint64_t xfer_epoch;
+static atomic_ullong xfer_seq;
+
+static uint64_t realtime_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+void transfer_init(struct transfer *x, const char *from, size_t flen,
+		   const char *to, size_t tlen, long long amount, void *user)
+{
+	account_msg_init(&x->debit, OP_XFER_DEBIT, from, flen, amount, user);
+	account_msg_init(&x->credit, OP_XFER_CREDIT, to, tlen, amount, user);
+	account_msg_init(&x->refund, OP_XFER_REFUND, from, flen, amount,
+			 user);
+	x->debit.xfer = x->credit.xfer = x->refund.xfer = x;
+	atomic_init(&x->inflight, 1); /* the debit, about to be sent */
+	x->outcome = TRANSFER_PENDING;
+	x->recovery = false;
+	snprintf(x->id, sizeof(x->id), "%llx.%llx",
+		 (unsigned long long)xfer_epoch,
+		 (unsigned long long)atomic_fetch_add_explicit(
+			 &xfer_seq, 1, memory_order_relaxed));
+}
+
+bool transfer_message_done(struct transfer *x)
+{
+	/* acq_rel: the last one sees what every handler of x wrote. */
+	return atomic_fetch_sub_explicit(&x->inflight, 1,
+					 memory_order_acq_rel) == 1;
 }
 
 /* ---- the bank ---- */
 
 /*
- * A worker's share; touched only by its thread until it has ended.
- * Cache-line aligned: neighbours are written by other workers.
+ * A worker's share; touched only by its thread until it has ended
+ * (the counters are read by INFO on other threads: relaxed atomics,
+ * written only by this one). Cache-line aligned: neighbours are
+ * written by other workers.
  */
 struct bank_worker {
 	_Alignas(64) struct journal journal;
-	uint64_t overdrafts;
+	atomic_ullong overdrafts, changes;
 };
 
 struct bank {
 	struct accounts *accounts;
 	struct bank_worker *workers; /* [nworkers] */
 	unsigned nworkers;
+	enum crash_point crash_at;
 };
+
+static void crash_if(const struct bank *b, enum crash_point here)
+{
+	if (b->crash_at == here) {
+		warnf("--crash-after: killing myself");
+		kill(getpid(), SIGKILL);
+	}
+}
+
+/* Sends the transfer's next message from a handler (ex's). */
+static void transfer_forward(agr_exchange *ex, struct transfer *x,
+			     struct account_msg *next)
+{
+	atomic_fetch_add_explicit(&x->inflight, 1, memory_order_relaxed);
+	if (agr_dispatcher_send(agr_exchange_dispatcher(ex), &next->msg) < 0) {
+		atomic_fetch_sub_explicit(&x->inflight, 1,
+					  memory_order_relaxed);
+		x->outcome = TRANSFER_UNFINISHED; /* stopping: replay ends it */
+	}
+}
+
+/*
+ * The saga's next step, once a transfer's message has done its part
+ * (durably, or refused); on its group's worker, before it completes.
+ */
+static void transfer_step(struct bank *b, agr_exchange *ex,
+			  struct account_msg *m)
+{
+	struct transfer *x = m->xfer;
+	const struct account_step *st = &m->steps[0];
+	bool changed = !m->journal_failed && st->result == ACCOUNT_CHANGED;
+
+	switch (st->op) {
+	case OP_XFER_DEBIT:
+		if (!changed) {
+			x->outcome = m->journal_failed ? TRANSFER_PENDING :
+							 TRANSFER_REFUSED;
+			x->refusal = st->result;
+			return;
+		}
+		x->from_balance = st->balance;
+		crash_if(b, CRASH_AFTER_DEBIT);
+		transfer_forward(ex, x, &x->credit);
+		break;
+	case OP_XFER_CREDIT:
+		if (changed) {
+			crash_if(b, CRASH_AFTER_CREDIT);
+			x->outcome = TRANSFER_SETTLED;
+		} else if (!m->journal_failed) {
+			x->refusal = st->result;
+			crash_if(b, CRASH_AFTER_REFUSAL);
+			transfer_forward(ex, x, &x->refund);
+		}
+		break;
+	case OP_XFER_REFUND:
+		if (changed)
+			x->outcome = TRANSFER_REFUNDED;
+		break;
+	case OP_GET:
+	case OP_EXISTS:
+	case OP_DEPOSIT:
+	case OP_WITHDRAW:
+	case OP_SET:
+	case OP_CLOSE:
+		break; /* not a transfer's */
+	}
+}
+
+/* A plain increment that another thread may read: one writer only. */
+static void count_one(atomic_ullong *c)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/* Makes the account what the steps left; only once durable. */
+static void apply_after(struct account_msg *m)
+{
+	struct accounts *as = m->bank->accounts;
+	struct table *t = &as->tables[m->group];
+
+	struct account *a;
+
+	if (!m->after_exists) {
+		table_remove(as, t, m->key);
+		return;
+	}
+	a = table_get(as, t, m->key);
+	a->balance = m->after_balance;
+	if (m->reqid[0])
+		reqid_remember(a, m->reqid,
+			       m->steps[0].result == ACCOUNT_SET ? 's' : 'c',
+			       m->after_balance);
+}
 
 static void entry_durable(struct commit_wait *w, int status)
 {
@@ -183,38 +446,133 @@ static void entry_durable(struct commit_wait *w, int status)
 
 	if (status == 0) {
 		/* Applied only now: nothing unjournaled is ever visible. */
-		table_get(&m->bank->accounts->tables[m->group], m->key)
-			->balance = m->balance;
-		m->result = ACCOUNT_CHANGED;
+		apply_after(m);
+		count_one(&m->bank->workers[agr_worker_index(
+					 agr_exchange_worker(ex))].changes);
 	} else {
-		m->result = ACCOUNT_JOURNAL_FAILED;
+		m->journal_failed = true;
 	}
+	if (m->xfer)
+		transfer_step(m->bank, ex, m);
 	agr_exchange_done(ex, status);
 }
 
-/* The balance after the event, or false with the refusal as result. */
-static bool next_balance(struct account_msg *m, long long balance,
-			 struct bank_worker *bw)
+/* A deposit or a withdrawal on the state *exists, *balance. */
+static void step_move(struct account_step *st, bool *exists,
+		      long long *balance, struct bank_worker *bw)
 {
-	if (m->op == OP_WITHDRAW) {
-		if (m->amount > balance) {
-			bw->overdrafts++;
-			m->result = ACCOUNT_OVERDRAFT;
-			return false;
-		}
-		m->balance = balance - m->amount;
-	} else {
-		if (balance > 0 && m->amount > LLONG_MAX - balance) {
-			m->result = ACCOUNT_OVERFLOW;
-			return false;
-		}
-		m->balance = balance + m->amount;
+	bool out = st->op == OP_WITHDRAW || st->op == OP_XFER_DEBIT;
+
+	if (out && st->amount > *balance) {
+		count_one(&bw->overdrafts);
+		st->result = ACCOUNT_OVERDRAFT;
+		return;
 	}
+	if (!out && *balance > LLONG_MAX - st->amount) {
+		st->result = ACCOUNT_OVERFLOW;
+		return;
+	}
+	*balance += out ? -st->amount : st->amount;
+	*exists = true;
+	st->result = ACCOUNT_CHANGED;
+	st->balance = *balance;
+}
+
+/* Runs one step on the state the earlier steps left. */
+static void step_run(struct account_step *st, bool *exists,
+		     long long *balance, struct bank_worker *bw)
+{
+	switch (st->op) {
+	case OP_GET:
+	case OP_EXISTS:
+		st->result = *exists ? ACCOUNT_FOUND : ACCOUNT_MISSING;
+		st->balance = *balance;
+		break;
+	case OP_DEPOSIT:
+	case OP_WITHDRAW:
+	case OP_XFER_DEBIT:
+	case OP_XFER_CREDIT:
+	case OP_XFER_REFUND:
+		step_move(st, exists, balance, bw);
+		break;
+	case OP_SET:
+		*exists = true;
+		*balance = st->amount;
+		st->result = ACCOUNT_SET;
+		st->balance = *balance;
+		break;
+	case OP_CLOSE:
+		st->result = *exists ? ACCOUNT_CLOSED : ACCOUNT_MISSING;
+		*exists = false;
+		*balance = 0;
+		break;
+	}
+}
+
+/* A transfer's record names the transfer, and the other account. */
+static void transfer_tag(const struct account_msg *m, struct record *r)
+{
+	const struct transfer *x = m->xfer;
+
+	r->reply = m->steps[0].op == OP_XFER_DEBIT  ? 'd' :
+		   m->steps[0].op == OP_XFER_CREDIT ? 't' :
+						      'r';
+	snprintf(r->reqid, sizeof(r->reqid), "%s", x->id);
+	snprintf(r->peer, sizeof(r->peer), "%s",
+		 r->reply == 'd' ? x->credit.key : x->debit.key);
+}
+
+/*
+ * The record of the steps' net effect into rec[RECORD_MAX]: its
+ * length, or 0 when they changed nothing.
+ */
+static size_t net_record(const struct account_msg *m, const struct account *a,
+			 char *rec)
+{
+	long long before = a ? a->balance : 0;
+	struct record r = { .kind = RECORD_DELTA,
+			    .delta = m->after_balance - before };
+	bool tagged = m->reqid[0] && (m->steps[0].result == ACCOUNT_CHANGED ||
+				      m->steps[0].result == ACCOUNT_SET);
+
+	if (!m->after_exists && !a)
+		return 0;
+	if (!m->after_exists)
+		r.kind = RECORD_CLOSE;
+	else if (a && r.delta == 0 && !tagged)
+		return 0; /* a request id is journaled even so */
+	if (tagged) {
+		r.reply = m->steps[0].result == ACCOUNT_SET ? 's' : 'c';
+		snprintf(r.reqid, sizeof(r.reqid), "%s", m->reqid);
+	}
+	if (m->xfer)
+		transfer_tag(m, &r);
+	snprintf(r.key, sizeof(r.key), "%s", m->key);
+	return record_encode(rec, &r);
+}
+
+/*
+ * A retry: the request id names a change already made, whose first
+ * reply is answered again; nothing is applied. True if so.
+ */
+static bool answered_before(struct account_msg *m, const struct account *a)
+{
+	const struct reqid_entry *e =
+		m->reqid[0] ? reqid_find(a, m->reqid) : NULL;
+
+	if (!e)
+		return false;
+	m->steps[0].result = e->reply == 's' ? ACCOUNT_SET : ACCOUNT_CHANGED;
+	m->steps[0].balance = e->balance;
 	return true;
 }
 
-/* Deposit and Withdraw: journal the event, complete once it is durable. */
-static int post_entry(agr_exchange *ex, void *arg)
+/*
+ * Every message: run its steps on the account as it is, journal their
+ * net effect as one record, complete once it is durable (at once when
+ * nothing changed).
+ */
+static int run_steps(agr_exchange *ex, void *arg)
 {
 	struct bank *b = arg;
 	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
@@ -223,50 +581,43 @@ static int post_entry(agr_exchange *ex, void *arg)
 	const struct account *a;
 	char rec[RECORD_MAX];
 	size_t len;
+	unsigned i;
 	int ret;
 
 	m->bank = b;
 	m->group = agr_exchange_group(ex);
 	a = table_find(&b->accounts->tables[m->group], m->key);
-	if (!next_balance(m, a ? a->balance : 0, bw))
+	if (answered_before(m, a))
 		return 0;
-	len = record_encode(rec, m->key,
-			    m->op == OP_DEPOSIT ? m->amount : -m->amount);
+	m->after_exists = a != NULL;
+	m->after_balance = a ? a->balance : 0;
+	for (i = 0; i < m->nsteps; i++)
+		step_run(&m->steps[i], &m->after_exists, &m->after_balance,
+			 bw);
+	len = net_record(m, a, rec);
+	if (len == 0) {
+		if (m->xfer) /* refused: the saga goes on, or ends, now */
+			transfer_step(b, ex, m);
+		return 0;
+	}
 	m->ex = ex;
 	m->wait.durable = entry_durable;
 	ret = journal_append(&bw->journal, rec, len, &m->wait);
 	if (ret < 0) {
-		m->result = ACCOUNT_JOURNAL_FAILED;
+		m->journal_failed = true;
 		return ret;
 	}
 	return AGR_PENDING;
 }
 
-/* Get: serial with the account's events, so it sees every ack'd one. */
-static int get_balance(agr_exchange *ex, void *arg)
-{
-	struct bank *b = arg;
-	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
-	const struct account *a =
-		table_find(&b->accounts->tables[agr_exchange_group(ex)],
-			   m->key);
-
-	if (!a) {
-		m->result = ACCOUNT_MISSING;
-		return 0;
-	}
-	m->balance = a->balance;
-	m->result = ACCOUNT_FOUND;
-	return 0;
-}
-
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 {
 	struct bank *b = xcalloc(1, sizeof(*b));
-	size_t size;
-	int ret;
+	size_t size, i;
+	int ret = 0;
 
 	b->accounts = accounts;
+	xfer_epoch = realtime_ns(); /* ids unique across restarts */
 	b->nworkers = (unsigned)agr_scheduler_parallelism(
 		agr_dispatcher_scheduler(disp));
 	size = b->nworkers * sizeof(*b->workers);
@@ -274,9 +625,12 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 	if (!b->workers)
 		die("out of memory");
 	memset(b->workers, 0, size);
-	if ((ret = agr_dispatcher_register(disp, "Get", get_balance, b)) ||
-	    (ret = agr_dispatcher_register(disp, "Deposit", post_entry, b)) ||
-	    (ret = agr_dispatcher_register(disp, "Withdraw", post_entry, b)))
+	for (i = 0; i < sizeof(op_type) / sizeof(op_type[0]) && !ret; i++)
+		ret = agr_dispatcher_register(disp, op_type[i], run_steps, b);
+	if (!ret)
+		ret = agr_dispatcher_register(disp, "Transaction", run_steps,
+					      b);
+	if (ret)
 		die("agr_dispatcher_register: %s", agr_strerror(ret));
 	return b;
 }
@@ -292,8 +646,53 @@ uint64_t bank_overdrafts(const struct bank *b)
 	unsigned i;
 
 	for (i = 0; i < b->nworkers; i++)
-		n += b->workers[i].overdrafts;
+		n += atomic_load_explicit(&b->workers[i].overdrafts,
+					  memory_order_relaxed);
 	return n;
+}
+
+uint64_t bank_changes(const struct bank *b)
+{
+	uint64_t n = 0;
+	unsigned i;
+
+	for (i = 0; i < b->nworkers; i++)
+		n += atomic_load_explicit(&b->workers[i].changes,
+					  memory_order_relaxed);
+	return n;
+}
+
+unsigned bank_resume_transfers(struct bank *b, agr_dispatcher *disp,
+			       const struct open_transfer *open, unsigned n)
+{
+	unsigned i, sent = 0;
+
+	(void)b;
+	for (i = 0; i < n; i++) {
+		struct transfer *x = xcalloc(1, sizeof(*x));
+		const struct open_transfer *o = &open[i];
+
+		transfer_init(x, o->from, strlen(o->from), o->to, strlen(o->to),
+			      o->amount, NULL);
+		snprintf(x->id, sizeof(x->id), "%s", o->id);
+		x->recovery = true;
+		if (agr_dispatcher_send(disp, &x->credit.msg) < 0) {
+			free(x);
+			continue;
+		}
+		sent++;
+	}
+	return sent;
+}
+
+void bank_set_crash(struct bank *b, enum crash_point at)
+{
+	b->crash_at = at;
+}
+
+uint64_t bank_accounts(const struct bank *b)
+{
+	return accounts_count(b->accounts);
 }
 
 void bank_free(struct bank *b)

@@ -9,10 +9,19 @@
  * is needed. A deposit or a withdrawal is journaled (ledger_journal.h)
  * in the journal of the group's worker and applied only once it is
  * durable: nothing unjournaled is ever visible.
+ *
+ * Request ids. A change may carry a request id (a client's name for the
+ * request, ledger_record.h). The id is journaled with the change, and
+ * each account remembers the ids of its last REQID_WINDOW changes with
+ * their replies, across restarts: a request whose id is among them is a
+ * retry, answered with the first reply, and applies nothing. A refused
+ * request (an overdraft) changed nothing and is not remembered: its
+ * retry is evaluated afresh. Closing an account forgets its ids.
  */
 #ifndef LEDGER_ACCOUNTS_H
 #define LEDGER_ACCOUNTS_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +31,8 @@
 #include "ledger_journal.h"
 #include "ledger_record.h"
 
+#define REQID_WINDOW 32 /* request ids remembered per account */
+
 /* ---- balances: one table per group ---- */
 
 struct accounts;
@@ -30,10 +41,13 @@ struct accounts *accounts_new(int ngroups);
 void accounts_free(struct accounts *a);
 
 /*
- * Replay: adds delta to the balance of `key` in its group's table
- * (agr_group_key), creating the account; false if it would overflow.
+ * Replay: applies a journal record to the account in its group's table
+ * (agr_group_key); false if the balance would overflow.
  */
-bool accounts_add(struct accounts *a, const char *key, long long delta);
+bool accounts_apply(struct accounts *a, const struct record *rec);
+
+/* The number of accounts; any thread (a relaxed count). */
+uint64_t accounts_count(const struct accounts *a);
 
 /* Calls fn for every account, group by group. */
 void accounts_each(const struct accounts *a,
@@ -42,42 +56,126 @@ void accounts_each(const struct accounts *a,
 
 /* ---- messages ---- */
 
-enum account_op { OP_GET, OP_DEPOSIT, OP_WITHDRAW };
+enum account_op {
+	OP_GET,	     /* GET: the balance, or nil */
+	OP_EXISTS,   /* EXISTS: whether the account is open */
+	OP_DEPOSIT,  /* INCRBY, INCR */
+	OP_WITHDRAW, /* DECRBY, DECR: never below zero */
+	OP_SET,	     /* SET: the balance becomes amount (>= 0) */
+	OP_CLOSE,    /* DEL: the account is closed */
+	OP_XFER_DEBIT,	/* TRANSFER, on the source: a withdrawal */
+	OP_XFER_CREDIT, /* TRANSFER, on the destination: a deposit */
+	OP_XFER_REFUND, /* TRANSFER, the credit refused: back to the source */
+};
 
-/* What became of a message; set by the bank before it completes. */
+/* What became of one step; set by the bank before it completes. */
 enum account_result {
-	ACCOUNT_NONE,	       /* not handled (discarded, or an error) */
-	ACCOUNT_CHANGED,       /* a deposit or withdrawal: now `balance` */
-	ACCOUNT_FOUND,	       /* a Get: the account holds `balance` */
-	ACCOUNT_MISSING,       /* a Get: the account never had an event */
-	ACCOUNT_OVERDRAFT,     /* a withdrawal larger than the balance */
-	ACCOUNT_OVERFLOW,      /* the balance would overflow */
-	ACCOUNT_JOURNAL_FAILED /* the event could not be made durable */
+	ACCOUNT_NONE,	   /* not run (discarded, or the journal failed) */
+	ACCOUNT_CHANGED,   /* a deposit or withdrawal: now `balance` */
+	ACCOUNT_SET,	   /* a SET */
+	ACCOUNT_FOUND,	   /* a GET, EXISTS: the account holds `balance` */
+	ACCOUNT_MISSING,   /* GET, EXISTS, DEL: no such account */
+	ACCOUNT_CLOSED,	   /* a DEL: the account was open, now is not */
+	ACCOUNT_OVERDRAFT, /* a withdrawal larger than the balance */
+	ACCOUNT_OVERFLOW,  /* the balance would overflow */
+};
+
+/* One command on an account: a message holds one, or a transaction's. */
+struct account_step {
+	enum account_op op;
+	enum account_result result;
+	long long amount; /* > 0; SET: >= 0 */
+	long long balance;
 };
 
 /*
- * A message to an account. The sender fills it with account_msg_init()
- * and keeps it alive until the dispatcher's completion; then it reads
- * `result` and `balance`. The other fields are the bank's while the
- * message runs.
+ * A message to an account: steps[0, nsteps) run in order, as one
+ * atomic change journaled as one record (ledger_record.h). The sender
+ * fills it with account_msg_init() or account_msg_init_steps() and
+ * keeps it alive until the dispatcher's completion; then it reads the
+ * steps' results, and `journal_failed` (nothing was applied). The other
+ * fields are the bank's while the message runs.
  */
+struct transfer;
+
 struct account_msg {
 	agr_message msg; /* aggregate_id: key; type: op's; user: sender's */
-	enum account_op op;
-	enum account_result result;
-	long long amount;
-	long long balance;
+	struct transfer *xfer; /* one of a transfer's messages, or NULL */
+	struct account_step *steps;
+	unsigned nsteps;
+	bool journal_failed;
+	struct account_step one; /* steps for a single command */
+	bool after_exists;	 /* the account after the steps */
+	long long after_balance;
 	struct bank *bank;
 	agr_exchange *ex;
 	int group;
 	struct commit_wait wait;
 	char key[KEY_MAX + 1];
+	char reqid[REQID_MAX + 1]; /* "" or the request id (single steps) */
 };
 
-/* key[0, len) a valid account name (key_valid), amount > 0. */
+/* key[0, len) a valid account name (key_valid). */
 void account_msg_init(struct account_msg *m, enum account_op op,
 		      const char *key, size_t len, long long amount,
 		      void *user);
+
+/* A request id for a single-step change (reqid_valid). */
+void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len);
+
+/* A transaction: steps[0, n) (the caller's, alive as long as m). */
+void account_msg_init_steps(struct account_msg *m, const char *key,
+			    size_t len, struct account_step *steps,
+			    unsigned n, void *user);
+
+/* ---- transfers: a saga across two accounts ----
+ *
+ * TRANSFER from to amount: the debit runs on the source's group and is
+ * journaled (" #d:XID:TO"); once it is durable, that handler sends the
+ * credit to the destination's group (agr_dispatcher_send from a
+ * handler), journaled there (" #t:XID:FROM"). If the credit is refused
+ * (the balance would overflow), its handler sends a refund back to the
+ * source (" #r:XID"). The transfer has ended when the last of its
+ * messages completes; until then the money is in flight, and the sum of
+ * the balances plus what is in flight never changes. A crash leaves a
+ * debit without its credit or refund: replay finds it (ledger_replay.h)
+ * and bank_resume_transfers() sends its credit again, which settles or
+ * refunds it.
+ */
+enum transfer_outcome {
+	TRANSFER_PENDING,    /* not ended (or a journal failed on the way) */
+	TRANSFER_SETTLED,    /* debited and credited */
+	TRANSFER_REFUSED,    /* the debit was refused: nothing changed */
+	TRANSFER_REFUNDED,   /* the credit was refused: money returned */
+	TRANSFER_UNFINISHED, /* stopped midway: replay finishes it */
+};
+
+#define XFER_ID_MAX 40
+
+struct transfer {
+	struct account_msg debit, credit, refund;
+	atomic_uint inflight; /* messages sent and not completed */
+	enum transfer_outcome outcome;
+	enum account_result refusal; /* REFUSED, REFUNDED: why */
+	long long from_balance;	     /* SETTLED: the source's, after */
+	bool recovery;		     /* resumed at startup: no client */
+	char id[XFER_ID_MAX + 1];
+};
+
+/*
+ * A transfer from `from` to `to` (valid, different account names) of
+ * amount > 0, with a new id; `user` goes to its messages. The sender
+ * sends x->debit and keeps x alive until transfer_message_done() says
+ * the transfer has ended.
+ */
+void transfer_init(struct transfer *x, const char *from, size_t flen,
+		   const char *to, size_t tlen, long long amount, void *user);
+
+/*
+ * The completion callback, for a message whose xfer is x: true if it
+ * was x's last (x->outcome is final; x is the sender's again).
+ */
+bool transfer_message_done(struct transfer *x);
 
 static inline struct account_msg *account_msg_of(agr_message *msg)
 {
@@ -91,8 +189,7 @@ static inline struct account_msg *account_msg_of(agr_message *msg)
 struct bank;
 
 /*
- * Registers the handlers of Get, Deposit and Withdraw on `disp` (not
- * started yet) over `accounts` (one table per group of disp; the bank
+ * Registers the account handler on `disp` (not started yet) over `accounts` (one table per group of disp; the bank
  * takes them). The journals are opened with bank_journal() before the
  * dispatcher starts. Returns the bank; a failure ends the program.
  */
@@ -103,6 +200,36 @@ struct journal *bank_journal(struct bank *b, unsigned w);
 
 /* Withdrawals refused for want of funds, over all workers. */
 uint64_t bank_overdrafts(const struct bank *b);
+
+/* Changes made durable, over all workers; any thread (relaxed). */
+uint64_t bank_changes(const struct bank *b);
+
+/* The number of open accounts; any thread (relaxed). */
+uint64_t bank_accounts(const struct bank *b);
+
+/* A transfer replay found open: debited, neither credited nor refunded. */
+struct open_transfer {
+	char id[REQID_MAX + 1];
+	char from[KEY_MAX + 1], to[KEY_MAX + 1];
+	long long amount;
+};
+
+/*
+ * Once the dispatcher has started: sends the credit of each open
+ * transfer again (they end on their own; no client waits for them).
+ * Returns how many were sent.
+ */
+unsigned bank_resume_transfers(struct bank *b, agr_dispatcher *disp,
+			       const struct open_transfer *open, unsigned n);
+
+/* Where a test makes the server kill itself (--crash-after). */
+enum crash_point {
+	CRASH_NEVER,
+	CRASH_AFTER_DEBIT,   /* the debit durable, its credit not sent */
+	CRASH_AFTER_CREDIT,  /* the credit durable, not yet completed */
+	CRASH_AFTER_REFUSAL, /* the credit refused, its refund not sent */
+};
+void bank_set_crash(struct bank *b, enum crash_point at);
 
 /* Closes the journals, frees the accounts; the workers have ended. */
 void bank_free(struct bank *b);

@@ -23,7 +23,6 @@
 
 #define PENDING_MAX 1024	   /* requests in flight per connection */
 #define IN_BUF_MIN (16 * 1024)
-#define IN_BUF_MAX (1024 * 1024)   /* the largest request accepted */
 #define LINGER_NS 1000000000ull	   /* a closing peer gets this long */
 
 struct conn;
@@ -38,17 +37,23 @@ struct front_worker {
 	bool flush_queued;    /* worker_flush_replies() is queued */
 	struct front *front;
 	unsigned index;
-	uint64_t commands, protocol_errors, connections;
+	struct buf scratch; /* the reply of the command being run */
+	/* Written by this worker only; INFO reads them anywhere. */
+	atomic_ullong commands, protocol_errors, connections;
 };
 
 struct front {
 	agr_dispatcher *disp;
 	agr_scheduler *sched;
+	const struct command_server *srv;
 	unsigned nworkers;
 	struct front_worker *workers; /* [nworkers] */
 	struct acceptor *acceptor;
 	struct drain *drain;
 	atomic_bool stopping;
+	atomic_uint connected;	 /* open client connections, any worker */
+	atomic_ullong rejected;	 /* refused: --maxclients */
+	uint64_t next_id;	 /* CLIENT ID; the acceptor's worker only */
 	unsigned next; /* round-robin; the acceptor's worker only */
 };
 
@@ -61,9 +66,17 @@ struct front {
 struct request {
 	struct conn *conn;
 	struct request *next; /* the connection's queue, arrival order */
-	bool ready;	      /* reply[] is final */
+	bool ready;	      /* reply[] (or big) is final */
+	bool counts;	      /* a child of `parent` that counts 1 */
+	bool refused;	      /* a parent: the dispatcher refused a child */
 	unsigned conn_worker;
 	unsigned reply_len;
+	struct request *parent; /* EXISTS, DEL: the request of the count */
+	unsigned children;	/* a parent: children not yet ready */
+	long long count;	/* a parent: of its children that counted */
+	char *big;		/* a reply longer than REPLY_MAX */
+	struct account_step *steps; /* EXEC: the transaction's commands */
+	struct transfer *xfer;	    /* TRANSFER */
 	struct account_msg am; /* msg.user = this */
 	char reply[REPLY_MAX];
 };
@@ -80,8 +93,9 @@ struct conn {
 	bool send_armed;   /* a send is in flight (callback arg: &wire) */
 	bool linger_armed; /* the linger timer (callback arg: &lingering) */
 	bool replied;	   /* on wc->replied, until the end of the turn */
+	bool refused;	   /* over --maxclients: one error, then close */
 	struct conn *next_replied;
-	enum resp_sync sync;
+	struct session session;
 	struct request *head, *tail;
 	unsigned pending; /* requests in the queue */
 	struct buf in;	  /* received, not yet parsed */
@@ -108,8 +122,8 @@ static void request_enqueue(struct conn *c, struct request *rq)
 }
 
 /*
- * A reply known at once (n <= REPLY_MAX), queued behind the requests
- * still running, or straight to the output when there are none.
+ * A reply known at once, queued behind the requests still running, or
+ * straight to the output when there are none.
  */
 static void conn_reply(struct conn *c, const char *p, size_t n)
 {
@@ -120,7 +134,12 @@ static void conn_reply(struct conn *c, const char *p, size_t n)
 		return;
 	}
 	rq = xcalloc(1, sizeof(*rq));
-	memcpy(rq->reply, p, n);
+	if (n > REPLY_MAX) {
+		rq->big = xrealloc(NULL, n);
+		memcpy(rq->big, p, n);
+	} else {
+		memcpy(rq->reply, p, n);
+	}
 	rq->reply_len = (unsigned)n;
 	rq->ready = true;
 	request_enqueue(c, rq);
@@ -151,6 +170,18 @@ static void worker_flush_dropped(void *arg, int err)
 		wc->replied->replied = false;
 }
 
+/* The reply of EXISTS or DEL, once every key has been answered. */
+static void parent_finish(struct request *p)
+{
+	p->reply_len = p->refused ?
+			       (unsigned)command_refused_reply(-ESHUTDOWN,
+							       p->reply) :
+			       (unsigned)resp_encode_integer(p->reply,
+							     REPLY_MAX,
+							     p->count);
+	p->ready = true;
+}
+
 /*
  * A reply is final. It goes out at the end of the worker's turn, with
  * every other reply of its connection finished in that turn: a
@@ -162,8 +193,15 @@ static void request_ready(void *arg)
 	struct request *rq = arg;
 	struct conn *c = rq->conn;
 	struct front_worker *wc = c->wc;
+	struct request *p = rq->parent;
 
 	rq->ready = true;
+	if (p) { /* EXISTS, DEL: the count is final with the last key */
+		p->count += rq->counts;
+		if (--p->children > 0)
+			return;
+		parent_finish(p);
+	}
 	if (c->replied)
 		return;
 	c->replied = true;
@@ -186,11 +224,30 @@ void front_completed(agr_message *msg, int status, void *arg)
 {
 	struct front *f = arg;
 	struct request *rq = msg->user;
+	struct transfer *x = account_msg_of(msg)->xfer;
 	agr_worker *w = agr_worker_current();
 	int ret;
 
-	rq->reply_len = (unsigned)command_account_reply(&rq->am, status,
-							rq->reply);
+	if (x) { /* a saga: replies when its last message completes */
+		if (!transfer_message_done(x))
+			return;
+		if (x->recovery) {
+			free(x); /* resumed at startup: nobody waits */
+			return;
+		}
+		rq = x->debit.msg.user;
+		rq->reply_len = (unsigned)command_transfer_reply(x, rq->reply);
+	} else if (rq->parent) {
+		rq->counts = command_account_counts(&rq->am, status);
+	} else if (rq->steps) {
+		struct buf b = { 0 };
+
+		command_txn_reply(&rq->am, status, &b);
+		rq->big = b.p;
+		rq->reply_len = (unsigned)b.len;
+	} else
+		rq->reply_len = (unsigned)command_account_reply(&rq->am, status,
+								rq->reply);
 	if (w && agr_worker_scheduler(w) == f->sched &&
 	    (unsigned)agr_worker_index(w) == rq->conn_worker) {
 		request_ready(rq);
@@ -202,60 +259,163 @@ void front_completed(agr_message *msg, int status, void *arg)
 		warnf("reply lost: %s", strerror(-ret));
 }
 
+/* A plain increment that INFO may read: this worker is the writer. */
+static void count_one(atomic_ullong *c)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+/* Sends rq's message to the accounts, or answers at once if refused. */
+static void request_send(struct front *f, struct request *rq)
+{
+	int ret = agr_dispatcher_send(f->disp, &rq->am.msg);
+
+	if (ret >= 0)
+		return;
+	/* Not admitted: no callback will come, so answer now. */
+	if (!rq->parent) {
+		rq->reply_len = (unsigned)command_refused_reply(ret, rq->reply);
+	} else { /* the parent's guard keeps it above 0 here */
+		rq->parent->refused = true;
+		rq->parent->children--;
+	}
+	rq->ready = true;
+}
+
+static struct request *request_new(struct conn *c)
+{
+	struct request *rq = xcalloc(1, sizeof(*rq));
+
+	rq->conn_worker = c->wc->index;
+	return rq;
+}
+
 static void dispatch(struct conn *c, const struct command_outcome *o)
 {
-	struct front *f = c->wc->front;
-	struct request *rq = xcalloc(1, sizeof(*rq));
-	int ret;
+	struct request *rq = request_new(c);
 
 	account_msg_init(&rq->am, o->op, o->key.p, o->key.len, o->amount,
 			 rq);
-	rq->conn_worker = c->wc->index;
+	if (o->reqid.len)
+		account_msg_set_reqid(&rq->am, o->reqid.p, o->reqid.len);
 	request_enqueue(c, rq);
-	ret = agr_dispatcher_send(f->disp, &rq->am.msg);
+	request_send(c->wc->front, rq);
+}
+
+/* TRANSFER: a saga that starts with the debit (ledger_accounts.h). */
+static void dispatch_transfer(struct conn *c, const struct command_outcome *o)
+{
+	struct request *rq = request_new(c);
+	struct transfer *x = xcalloc(1, sizeof(*x));
+	int ret;
+
+	transfer_init(x, o->key.p, o->key.len, o->key2.p, o->key2.len,
+		      o->amount, rq);
+	rq->xfer = x;
+	request_enqueue(c, rq);
+	ret = agr_dispatcher_send(c->wc->front->disp, &x->debit.msg);
 	if (ret < 0) {
-		/* Not admitted: no callback will come, so answer now. */
-		rq->reply_len = (unsigned)command_refused_reply(ret,
-								rq->reply);
+		rq->reply_len = (unsigned)command_refused_reply(ret, rq->reply);
 		rq->ready = true;
+	}
+}
+
+/* EXEC: the transaction is one message to its account. */
+static void dispatch_txn(struct conn *c, const struct command_outcome *o)
+{
+	struct request *rq = request_new(c);
+
+	rq->steps = o->steps;
+	account_msg_init_steps(&rq->am, o->key.p, o->key.len, o->steps,
+			       o->nsteps, rq);
+	request_enqueue(c, rq);
+	request_send(c->wc->front, rq);
+}
+
+/*
+ * MGET: an array header, then one GET per key, whose replies follow in
+ * order. EXISTS, DEL: one message per key, counted by a parent request
+ * queued after them, ready when the last of them is.
+ */
+static void dispatch_keys(struct conn *c, const struct resp_command *cmd,
+			  const struct command_outcome *o)
+{
+	struct request *parent = NULL, *rq;
+	char head[32];
+	int i;
+
+	if (o->count) {
+		parent = request_new(c);
+		parent->children = 1; /* a guard, until every key is sent */
+	} else {
+		conn_reply(c, head, resp_encode_array(head, sizeof(head),
+						      (size_t)cmd->argc - 1));
+	}
+	for (i = 1; i < cmd->argc; i++) {
+		const struct resp_arg *k = &cmd->argv[i];
+
+		rq = request_new(c);
+		request_enqueue(c, rq);
+		if (!key_valid(k->p, k->len)) { /* no such account */
+			rq->reply_len = parent ? 0 :
+				(unsigned)resp_encode_nil(rq->reply, REPLY_MAX);
+			rq->ready = true;
+			continue;
+		}
+		account_msg_init(&rq->am, o->op, k->p, k->len, 0, rq);
+		if (parent) {
+			rq->parent = parent;
+			parent->children++;
+		}
+		request_send(c->wc->front, rq);
+	}
+	if (parent) {
+		request_enqueue(c, parent);
+		if (--parent->children == 0)
+			parent_finish(parent);
 	}
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)
 {
-	struct command_outcome out;
+	struct front_worker *wc = c->wc;
+	struct command_outcome out = { .reply = &wc->scratch };
 
-	c->wc->commands++;
-	command_run(cmd, &out);
-	if (out.kind == COMMAND_ACCOUNT) {
+	count_one(&wc->commands);
+	command_run(wc->front->srv, &c->session, cmd, &out);
+	switch (out.kind) {
+	case COMMAND_ACCOUNT:
 		dispatch(c, &out);
 		return;
+	case COMMAND_KEYS:
+		dispatch_keys(c, cmd, &out);
+		return;
+	case COMMAND_TXN:
+		dispatch_txn(c, &out);
+		return;
+	case COMMAND_TRANSFER:
+		dispatch_transfer(c, &out);
+		return;
+	case COMMAND_REPLY:
+	case COMMAND_QUIT:
+		break;
 	}
-	conn_reply(c, out.reply, out.len);
+	conn_reply(c, out.reply->p, out.reply->len);
 	if (out.kind == COMMAND_QUIT)
 		conn_stop_reading(c); /* and close after the replies queued */
 }
 
-/* "-ERR Protocol error: ...", then back in step as err says. */
+/* As Redis: "-ERR Protocol error: ...", once, then close. */
 static void conn_protocol_error(struct conn *c, const struct resp_error *err)
 {
-	struct command_outcome out;
-	char msg[sizeof(err->msg) + 8];
+	struct buf *b = &c->wc->scratch;
 
-	c->wc->protocol_errors++;
-	snprintf(msg, sizeof(msg), "ERR %s", err->msg);
-	command_error(&out, msg);
-	conn_reply(c, out.reply, out.len);
-	c->sync = err->sync;
-}
-
-/* A full buffer and still no end: the request is too big. */
-static enum resp_status too_big(struct resp_error *err)
-{
-	snprintf(err->msg, sizeof(err->msg), "Protocol error: too big request");
-	err->used = 0;
-	err->sync = RESP_SKIP_TO_MULTIBULK;
-	return RESP_PROTOCOL;
+	count_one(&c->wc->protocol_errors);
+	command_protocol_error(b, err->msg);
+	conn_reply(c, b->p, b->len);
+	conn_stop_reading(c);
 }
 
 /*
@@ -264,6 +424,7 @@ static enum resp_status too_big(struct resp_error *err)
  */
 static bool conn_parse(struct conn *c)
 {
+	const struct command_server *srv = c->wc->front->srv;
 	struct resp_command cmd;
 	struct resp_error err;
 	size_t pos = 0, used;
@@ -275,22 +436,23 @@ static bool conn_parse(struct conn *c)
 			blocked = true;
 			break;
 		}
-		if (c->sync != RESP_SYNCED) {
-			pos += resp_resync(&c->sync, c->in.p + pos,
-					   c->in.len - pos);
-			continue;
-		}
-		s = resp_parse_command(c->in.p + pos, c->in.len - pos, &cmd,
-				       &used, &err);
+		s = resp_parse_command(c->in.p + pos, c->in.len - pos,
+				       srv->max_bulk, &cmd, &used, &err);
 		if (s == RESP_MORE) {
-			if (pos > 0 || c->in.len < IN_BUF_MAX)
-				break;
-			s = too_big(&err);
+			/* Redis closes such a client without a reply. */
+			if (c->in.len - pos >= srv->query_buf_max) {
+				warnf("closing client %llu: it reached the "
+				      "query buffer limit",
+				      (unsigned long long)c->session.id);
+				conn_stop_reading(c);
+				pos = c->in.len;
+			}
+			break;
 		}
 		if (s == RESP_PROTOCOL) {
 			conn_protocol_error(c, &err);
-			pos += err.used;
-			continue;
+			pos = c->in.len;
+			break;
 		}
 		pos += used;
 		if (cmd.argc > 0)
@@ -311,7 +473,11 @@ static void conn_collect(struct conn *c)
 			c->tail = NULL;
 		c->pending--;
 		if (!c->broken)
-			buf_append(&c->out, rq->reply, rq->reply_len);
+			buf_append(&c->out, rq->big ? rq->big : rq->reply,
+				   rq->reply_len);
+		free(rq->big);
+		free(rq->steps);
+		free(rq->xfer);
 		free(rq);
 	}
 }
@@ -388,7 +554,7 @@ static void conn_received(int res, void *arg);
  */
 static void conn_arm_recv(struct conn *c)
 {
-	size_t room;
+	size_t room, max = c->wc->front->srv->query_buf_max;
 	int ret;
 
 	if (c->recv_armed || c->eof)
@@ -397,12 +563,12 @@ static void conn_arm_recv(struct conn *c)
 		return;
 	if (c->lingering)
 		c->in.len = 0; /* what it sends now is dropped */
-	if (c->in.len >= IN_BUF_MAX)
-		return; /* conn_parse has reported it */
-	room = IN_BUF_MAX - c->in.len;
+	if (c->in.len >= max)
+		return; /* conn_parse has closed it */
+	room = max - c->in.len;
 	buf_reserve(&c->in, room < IN_BUF_MIN / 4 ? room : IN_BUF_MIN / 4,
 		    IN_BUF_MIN);
-	room = (c->in.cap < IN_BUF_MAX ? c->in.cap : IN_BUF_MAX) - c->in.len;
+	room = (c->in.cap < max ? c->in.cap : max) - c->in.len;
 	ret = agr_io_recv(agr_worker_current(), c->fd, c->in.p + c->in.len,
 			  room, 0, conn_received, c);
 	if (ret < 0)
@@ -470,6 +636,10 @@ static void conn_free(struct conn *c)
 	buf_free(&c->in);
 	buf_free(&c->out);
 	buf_free(&c->wire);
+	session_free(&c->session);
+	if (!c->refused)
+		atomic_fetch_sub_explicit(&c->wc->front->connected, 1,
+					  memory_order_relaxed);
 	free(c);
 	drain_done(drain);
 }
@@ -525,7 +695,14 @@ static void conn_start(void *arg)
 	if (c->next)
 		c->next->prev = c;
 	wc->conns = c;
-	wc->connections++;
+	count_one(&wc->connections);
+	if (c->refused) {
+		static const char full[] =
+			"-ERR max number of clients reached\r\n";
+
+		conn_reply(c, full, sizeof(full) - 1);
+		c->closing = true;
+	}
 	if (atomic_load(&wc->front->stopping))
 		c->closing = true; /* arrived after the stop began */
 	conn_pump(c);
@@ -541,12 +718,25 @@ static void front_take(void *arg, int fd)
 	net_nodelay(fd);
 	c->fd = fd;
 	c->wc = &f->workers[target];
+	session_init(&c->session, f->srv, ++f->next_id, fd);
+	/* As Redis: the error, then the connection closes. */
+	if (atomic_fetch_add_explicit(&f->connected, 1, memory_order_relaxed) >=
+	    f->srv->maxclients) {
+		atomic_fetch_sub_explicit(&f->connected, 1,
+					  memory_order_relaxed);
+		atomic_fetch_add_explicit(&f->rejected, 1,
+					  memory_order_relaxed);
+		c->refused = true;
+	}
 	drain_add(f->drain);
 	if (target == (unsigned)agr_worker_index(agr_worker_current())) {
 		conn_start(c);
 		return;
 	}
 	if (agr_scheduler_schedule(f->sched, target, conn_start, c) < 0) {
+		if (!c->refused)
+			atomic_fetch_sub_explicit(&f->connected, 1,
+						  memory_order_relaxed);
 		close(fd);
 		free(c);
 		drain_done(f->drain);
@@ -566,11 +756,12 @@ static void worker_close_conns(void *arg)
 	}
 }
 
-struct front *front_new(struct drain *drain)
+struct front *front_new(struct drain *drain, const struct command_server *srv)
 {
 	struct front *f = xcalloc(1, sizeof(*f));
 
 	f->drain = drain;
+	f->srv = srv;
 	return f;
 }
 
@@ -620,18 +811,32 @@ void front_get_stats(const struct front *f, struct front_stats *st)
 {
 	unsigned i;
 
-	*st = (struct front_stats){ 0 };
-	for (i = 0; i < f->nworkers; i++) {
-		st->connections += f->workers[i].connections;
-		st->commands += f->workers[i].commands;
-		st->protocol_errors += f->workers[i].protocol_errors;
+	*st = (struct front_stats){
+		.connected = atomic_load_explicit(&f->connected,
+						  memory_order_relaxed),
+		.rejected = atomic_load_explicit(&f->rejected,
+						 memory_order_relaxed),
+	};
+	for (i = 0; f->workers && i < f->nworkers; i++) {
+		const struct front_worker *w = &f->workers[i];
+
+		st->connections += atomic_load_explicit(&w->connections,
+							memory_order_relaxed);
+		st->commands += atomic_load_explicit(&w->commands,
+						     memory_order_relaxed);
+		st->protocol_errors += atomic_load_explicit(
+			&w->protocol_errors, memory_order_relaxed);
 	}
 }
 
 void front_free(struct front *f)
 {
+	unsigned i;
+
 	if (f->acceptor)
 		acceptor_free(f->acceptor);
+	for (i = 0; f->workers && i < f->nworkers; i++)
+		buf_free(&f->workers[i].scratch);
 	free(f->workers);
 	free(f);
 }

@@ -14,7 +14,12 @@
  * go to different groups); each connection keeps its requests in a
  * queue in arrival order and sends a reply only when every earlier one
  * has been sent, which is what pipelining clients expect. Replies
- * finished in one turn of a worker go out together, at its end.
+ * finished in one turn of a worker go out together, at its end. MGET,
+ * EXISTS and DEL of several keys become one message per key (each to
+ * its own group), whose replies follow an array header (MGET) or are
+ * counted by a request queued after them (EXISTS, DEL); EXEC is one
+ * message; TRANSFER is a saga whose reply is ready when its last
+ * message completes (ledger_accounts.h).
  *
  * Closing. On QUIT or a stop a connection answers the requests it has
  * read, then closes. When it closes first, it half-closes and drains
@@ -22,10 +27,13 @@
  * destroys replies not yet read. A request read whole is applied even
  * if its reply cannot be sent; one cut off mid-frame never is.
  *
- * Protocol errors. Redis closes a connection on a protocol error; this
- * server replies "-ERR Protocol error: ..." and keeps the connection:
- * a bad inline command is dropped up to its end of line, a broken
- * multibulk frame up to the next line that starts with '*' (resp.h).
+ * Protocol errors and limits, as Redis: a protocol error (a bulk
+ * longer than --proto-max-bulk-len among them) is answered with
+ * "-ERR Protocol error: ..." once, after the replies to the requests
+ * before it, and the connection closes; a request that outgrows
+ * --client-query-buffer-limit closes the connection without a reply; a
+ * connection over --maxclients gets "-ERR max number of clients
+ * reached" and is closed.
  */
 #ifndef LEDGER_CONN_H
 #define LEDGER_CONN_H
@@ -35,15 +43,21 @@
 #include <aggring.h>
 
 #include "drain.h"
+#include "ledger_commands.h"
 
 struct front;
 
 struct front_stats {
+	uint64_t connected, rejected; /* open now; over --maxclients */
 	uint64_t connections, commands, protocol_errors;
 };
 
-/* Every connection, and the acceptor, count in `drain` while open. */
-struct front *front_new(struct drain *drain);
+/*
+ * Every connection, and the acceptor, count in `drain` while open.
+ * `srv` (the limits, the password) must outlive the front.
+ */
+struct front *front_new(struct drain *drain,
+			const struct command_server *srv);
 
 /*
  * The dispatcher's completion callback (agr_dispatcher_options'
@@ -64,7 +78,7 @@ void front_start(struct front *f, agr_dispatcher *disp, int port,
  */
 void front_stop(struct front *f);
 
-/* Once the workers have ended. */
+/* Any thread, once front_start() has returned (relaxed counters). */
 void front_get_stats(const struct front *f, struct front_stats *st);
 void front_free(struct front *f);
 

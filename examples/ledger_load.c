@@ -4,7 +4,7 @@
  *
  *   ledger_load --port P [--connections C] [--requests N] [--accounts K]
  *               [--pipeline D] [--seed S] [--prefix STR]
- *               [--expect-out FILE] [--metrics-port M]
+ *               [--expect-out FILE] [--metrics-port M] [--transfers T]
  *   ledger_load --port P --check FILE [--connections C] [--metrics-port M]
  *
  * A load run has three phases over C connections, each keeping up to D
@@ -22,6 +22,12 @@
  * ("-ERR insufficient funds"), the balance a GET must see. Every reply
  * is compared with that, not just the final balances.
  *
+ * --transfers T adds two phases after the check: T TRANSFERs between
+ * random accounts of any connection, whose replies must each be the
+ * source's new balance (an integer >= 0) or "-ERR insufficient funds",
+ * then a GET of every account: the sum of the balances must be what
+ * the check phase found, since a transfer moves money and makes none.
+ *
  * --expect-out writes "ACCOUNT BALANCE" lines at the end; --check reads
  * such a file and only runs phase 3, e.g. against a restarted server.
  * The exit status is 0 only if every reply and balance was as expected.
@@ -34,7 +40,9 @@
  * and failed counts. A failed fetch makes the exit status 1.
  *
  * A client need not use aggring: this one is a plain epoll loop on one
- * thread, with non-blocking sockets.
+ * thread, with non-blocking sockets. Its RESP is hiredis's (the request
+ * encoder and the reply reader), not the server's resp.c, so that a bug
+ * in either cannot hide on both sides.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -52,11 +60,12 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include <hiredis.h>
+
 #include "buf.h"
 #include "load_metrics.h"
 #include "net.h"
 #include "opts.h"
-#include "resp.h"
 #include "util.h"
 
 #define NAME_MAX_LEN 128
@@ -74,10 +83,11 @@ struct config {
 	const char *prefix;
 	const char *expect_out;
 	const char *check;
+	long transfers;
 };
 
-enum kind { K_GET, K_DEPOSIT, K_WITHDRAW };
-enum phase { P_READ, P_LOAD, P_CHECK };
+enum kind { K_GET, K_DEPOSIT, K_WITHDRAW, K_TRANSFER };
+enum phase { P_READ, P_LOAD, P_CHECK, P_TRANSFER, P_SUM };
 
 /* A request sent and not yet answered, with the answer it must get. */
 struct inflight {
@@ -90,7 +100,8 @@ struct inflight {
 
 struct conn {
 	int fd;
-	struct buf out, in;
+	redisReader *reader; /* the replies, as hiredis parses them */
+	struct buf out;
 	size_t out_sent;
 	struct inflight *q; /* ring of `pipeline` entries */
 	unsigned qhead, qlen;
@@ -105,6 +116,8 @@ struct conn {
 struct stats {
 	long deposits, withdrawals, refused, reads;
 	long mismatches, balances_ok, balances_bad;
+	long transfers, transfers_refused;
+	long long sum_before, sum_after; /* of the balances, --transfers */
 };
 
 struct load {
@@ -132,18 +145,15 @@ static uint64_t next_random(uint64_t *s)
 
 /* ---- requests ---- */
 
-static void send_command(struct conn *c, int argc, const struct resp_arg *a)
+static void send_command(struct conn *c, int argc, const char **argv)
 {
-	size_t n = resp_encode_command(NULL, 0, argc, a);
+	char *cmd;
+	int n = redisFormatCommandArgv(&cmd, argc, argv, NULL);
 
-	buf_reserve(&c->out, n, 4096);
-	resp_encode_command(c->out.p + c->out.len, n, argc, a);
-	c->out.len += n;
-}
-
-static struct resp_arg arg_of(const char *s)
-{
-	return (struct resp_arg){ s, strlen(s) };
+	if (n < 0)
+		die("out of memory");
+	buf_append(&c->out, cmd, (size_t)n);
+	redisFreeCommand(cmd);
 }
 
 static struct inflight *push_inflight(struct load *l, struct conn *c)
@@ -159,7 +169,7 @@ static struct inflight *push_inflight(struct load *l, struct conn *c)
 
 static void send_get(struct load *l, struct conn *c, long account)
 {
-	struct resp_arg a[2] = { arg_of("GET"), arg_of(l->names[account]) };
+	const char *a[2] = { "GET", l->names[account] };
 	struct inflight *f = push_inflight(l, c);
 
 	f->kind = K_GET;
@@ -180,7 +190,7 @@ static void send_random(struct load *l, struct conn *c)
 	long long amount = 1 + (long long)((r >> 40) % 100);
 	long long *bal = &l->balance[account];
 	unsigned pick = (unsigned)(r % 100);
-	struct resp_arg a[3];
+	const char *a[3];
 	struct inflight *f;
 	char num[24];
 
@@ -192,23 +202,44 @@ static void send_random(struct load *l, struct conn *c)
 	f = push_inflight(l, c);
 	f->account = account;
 	snprintf(num, sizeof(num), "%lld", amount);
-	a[1] = arg_of(l->names[account]);
-	a[2] = arg_of(num);
+	a[1] = l->names[account];
+	a[2] = num;
 	if (pick < 65) {
 		l->st.deposits++;
 		f->kind = K_DEPOSIT;
 		*bal += amount;
-		a[0] = arg_of("INCRBY");
+		a[0] = "INCRBY";
 	} else {
 		l->st.withdrawals++;
 		f->kind = K_WITHDRAW;
 		f->refusal = amount > *bal;
 		if (!f->refusal)
 			*bal -= amount;
-		a[0] = arg_of("DECRBY");
+		a[0] = "DECRBY";
 	}
 	f->expect = *bal;
 	send_command(c, 3, a);
+}
+
+/* A TRANSFER between two random accounts of any connection. */
+static void send_transfer(struct load *l, struct conn *c)
+{
+	uint64_t r = next_random(&c->rng);
+	long from = (long)((r >> 8) % (uint64_t)l->naccounts);
+	long to = (long)((r >> 24) % (uint64_t)(l->naccounts - 1));
+	struct inflight *f = push_inflight(l, c);
+	const char *a[4];
+	char num[24];
+
+	to += to >= from; /* never the source itself */
+	snprintf(num, sizeof(num), "%lld", 1 + (long long)((r >> 40) % 100));
+	f->kind = K_TRANSFER;
+	f->account = from;
+	a[0] = "TRANSFER";
+	a[1] = l->names[from];
+	a[2] = l->names[to];
+	a[3] = num;
+	send_command(c, 4, a);
 }
 
 /* Fills the connection's pipeline for the current phase. */
@@ -217,6 +248,8 @@ static void fill(struct load *l, struct conn *c)
 	while (c->to_send > 0 && c->qlen < (unsigned)l->cfg.pipeline) {
 		if (l->phase == P_LOAD)
 			send_random(l, c);
+		else if (l->phase == P_TRANSFER)
+			send_transfer(l, c);
 		else
 			send_get(l, c, c->accounts[c->next_account++]);
 	}
@@ -224,43 +257,82 @@ static void fill(struct load *l, struct conn *c)
 
 /* ---- replies ---- */
 
-static void mismatch(struct load *l, const struct inflight *f,
-		     const struct resp_reply *r, const char *want)
+/* The first byte RESP2 gives a reply of r's type. */
+static char type_char(const redisReply *r)
 {
-	static const char *const names[] = { "GET", "INCRBY", "DECRBY" };
+	switch (r->type) {
+	case REDIS_REPLY_STATUS: return '+';
+	case REDIS_REPLY_ERROR: return '-';
+	case REDIS_REPLY_INTEGER: return ':';
+	case REDIS_REPLY_STRING: return '$';
+	default: return '?';
+	}
+}
+
+static void mismatch(struct load *l, const struct inflight *f,
+		     const redisReply *r, const char *want)
+{
+	static const char *const names[] = { "GET", "INCRBY", "DECRBY",
+					     "TRANSFER" };
 
 	if (l->st.mismatches++ >= REPORT_MAX)
 		return;
-	if (r->type == RESP_T_NIL || r->type == RESP_T_ARRAY)
+	if (r->type == REDIS_REPLY_NIL || r->type == REDIS_REPLY_ARRAY)
 		fprintf(stderr, "ledger_load: %s %s: expected %s, got %s\n",
 			names[f->kind], l->names[f->account], want,
-			r->type == RESP_T_NIL ? "nil" : "an array");
+			r->type == REDIS_REPLY_NIL ? "nil" : "an array");
+	else if (r->type == REDIS_REPLY_INTEGER)
+		fprintf(stderr, "ledger_load: %s %s: expected %s, got ':%lld'\n",
+			names[f->kind], l->names[f->account], want,
+			r->integer);
 	else
 		fprintf(stderr, "ledger_load: %s %s: expected %s, got "
 			"'%c%.*s'\n", names[f->kind], l->names[f->account],
-			want, r->type, (int)(r->len < 60 ? r->len : 60),
+			want, type_char(r), (int)(r->len < 60 ? r->len : 60),
 			r->str);
 }
 
-/* The value of a GET reply: nil is an account without events, 0. */
-static bool read_balance(const struct resp_reply *r, long long *v)
+/*
+ * A decimal balance, strictly: digits with an optional '-', nothing
+ * else (strtoll alone would take spaces and a '+').
+ */
+static bool parse_balance(const char *p, size_t len, long long *v)
 {
-	if (r->type == RESP_T_NIL) {
+	char num[24], *end;
+	size_t i;
+
+	if (len == 0 || len >= sizeof(num))
+		return false;
+	for (i = 0; i < len; i++)
+		if (!(p[i] >= '0' && p[i] <= '9') && !(i == 0 && p[i] == '-'))
+			return false;
+	memcpy(num, p, len);
+	num[len] = '\0';
+	errno = 0;
+	*v = strtoll(num, &end, 10);
+	return errno == 0 && *end == '\0';
+}
+
+/* The value of a GET reply: nil is an account without events, 0. */
+static bool read_balance(const redisReply *r, long long *v)
+{
+	if (r->type == REDIS_REPLY_NIL) {
 		*v = 0;
 		return true;
 	}
-	return r->type == RESP_T_BULK && resp_parse_ll(r->str, r->len, v);
+	return r->type == REDIS_REPLY_STRING && parse_balance(r->str, r->len, v);
 }
 
 static void check_get(struct load *l, struct inflight *f,
-		      const struct resp_reply *r)
+		      const redisReply *r)
 {
 	char want[32];
 	long long v;
 	bool ok = read_balance(r, &v);
 
-	if (l->phase == P_READ && ok) {
+	if ((l->phase == P_READ || l->phase == P_SUM) && ok) {
 		l->balance[f->account] = v; /* where this run starts */
+		l->st.sum_after += l->phase == P_SUM ? v : 0;
 		return;
 	}
 	if (ok && v == f->expect) {
@@ -273,13 +345,14 @@ static void check_get(struct load *l, struct inflight *f,
 }
 
 static void check_change(struct load *l, struct inflight *f,
-			 const struct resp_reply *r)
+			 const redisReply *r)
 {
 	static const char refusal[] = "ERR insufficient funds";
 	char want[40];
 
 	if (f->refusal) {
-		if (r->type == RESP_T_ERROR && r->len == sizeof(refusal) - 1 &&
+		if (r->type == REDIS_REPLY_ERROR &&
+		    r->len == sizeof(refusal) - 1 &&
 		    memcmp(r->str, refusal, r->len) == 0) {
 			l->st.refused++;
 			return;
@@ -287,14 +360,29 @@ static void check_change(struct load *l, struct inflight *f,
 		mismatch(l, f, r, "-ERR insufficient funds");
 		return;
 	}
-	if (r->type == RESP_T_INTEGER && r->integer == f->expect)
+	if (r->type == REDIS_REPLY_INTEGER && r->integer == f->expect)
 		return;
 	snprintf(want, sizeof(want), ":%lld", f->expect);
 	mismatch(l, f, r, want);
 }
 
-static void on_reply(struct load *l, struct conn *c,
-		     const struct resp_reply *r)
+static void check_transfer(struct load *l, struct inflight *f,
+			   const redisReply *r)
+{
+	static const char refusal[] = "ERR insufficient funds";
+
+	l->st.transfers++;
+	if (r->type == REDIS_REPLY_INTEGER && r->integer >= 0)
+		return;
+	if (r->type == REDIS_REPLY_ERROR && r->len == sizeof(refusal) - 1 &&
+	    memcmp(r->str, refusal, r->len) == 0) {
+		l->st.transfers_refused++;
+		return;
+	}
+	mismatch(l, f, r, "a balance or -ERR insufficient funds");
+}
+
+static void on_reply(struct load *l, struct conn *c, const redisReply *r)
 {
 	struct inflight *f = &c->q[c->qhead];
 	uint64_t t = now_ns();
@@ -305,42 +393,47 @@ static void on_reply(struct load *l, struct conn *c,
 		l->latency[l->nlatency++] = t - f->sent_ns;
 	if (f->kind == K_GET)
 		check_get(l, f, r);
+	else if (f->kind == K_TRANSFER)
+		check_transfer(l, f, r);
 	else
 		check_change(l, f, r);
 	c->qhead = (c->qhead + 1) % (unsigned)l->cfg.pipeline;
 	c->qlen--;
 }
 
+/* Hands one reply after another from hiredis's reader to on_reply. */
+static void take_replies(struct load *l, struct conn *c)
+{
+	void *reply;
+
+	for (;;) {
+		if (redisReaderGetReply(c->reader, &reply) != REDIS_OK)
+			die("the server sent something that is not RESP2: %s",
+			    c->reader->errstr);
+		if (!reply)
+			return;
+		on_reply(l, c, reply);
+		freeReplyObject(reply);
+	}
+}
+
 /* Reads what arrived and matches replies to requests, in order. */
 static void receive(struct load *l, struct conn *c)
 {
-	struct resp_reply r;
-	size_t pos, used;
+	char in[16384];
 	ssize_t n;
 
 	for (;;) {
-		buf_reserve(&c->in, 16384, 4096);
-		n = read(c->fd, c->in.p + c->in.len, c->in.cap - c->in.len);
+		n = read(c->fd, in, sizeof(in));
 		if (n < 0 && (errno == EAGAIN || errno == EINTR))
 			break;
 		if (n <= 0)
 			die("the server closed a connection%s%s",
 			    n < 0 ? ": " : "", n < 0 ? strerror(errno) : "");
-		c->in.len += (size_t)n;
+		if (redisReaderFeed(c->reader, in, (size_t)n) != REDIS_OK)
+			die("hiredis: %s", c->reader->errstr);
+		take_replies(l, c);
 	}
-	pos = 0;
-	for (;;) {
-		enum resp_status s = resp_parse_reply(
-			c->in.p + pos, c->in.len - pos, &r, &used);
-
-		if (s == RESP_MORE)
-			break;
-		if (s == RESP_PROTOCOL)
-			die("the server sent something that is not RESP2");
-		on_reply(l, c, &r);
-		pos += used;
-	}
-	buf_consume(&c->in, pos);
 }
 
 /* ---- the loop ---- */
@@ -402,6 +495,9 @@ static void run_phase(struct load *l, enum phase phase)
 		if (phase == P_LOAD)
 			c->to_send = l->cfg.requests / l->nconns +
 				     (i < l->cfg.requests % l->nconns);
+		if (phase == P_TRANSFER)
+			c->to_send = l->cfg.transfers / l->nconns +
+				     (i < l->cfg.transfers % l->nconns);
 		fill(l, c);
 		transmit(l, c);
 	}
@@ -456,6 +552,9 @@ static void open_connections(struct load *l)
 		struct conn *c = &l->conns[i];
 
 		c->fd = connect_to(l->cfg.port);
+		c->reader = redisReaderCreate();
+		if (!c->reader)
+			die("out of memory");
 		c->q = xcalloc((size_t)l->cfg.pipeline, sizeof(*c->q));
 		c->accounts = xcalloc((size_t)(l->naccounts / l->nconns + 1),
 				      sizeof(long));
@@ -560,6 +659,24 @@ static void report_load(struct load *l, double seconds)
 	       l->st.withdrawals, l->st.refused, l->st.reads);
 }
 
+/* --transfers: T transfers, then the sum of every balance again. */
+static int run_transfers(struct load *l)
+{
+	long a;
+	bool ok;
+
+	for (a = 0; a < l->naccounts; a++)
+		l->st.sum_before += l->balance[a];
+	run_phase(l, P_TRANSFER);
+	run_phase(l, P_SUM);
+	ok = l->st.mismatches == 0 && l->st.sum_after == l->st.sum_before;
+	printf("ledger_load: %ld transfers (%ld refused: insufficient "
+	       "funds); the balances sum to %lld, before %lld: %s\n",
+	       l->st.transfers, l->st.transfers_refused, l->st.sum_after,
+	       l->st.sum_before, ok ? "OK" : "FAILED");
+	return ok ? 0 : 1;
+}
+
 static int report_check(const struct load *l)
 {
 	bool ok = l->st.mismatches == 0 && l->st.balances_bad == 0 &&
@@ -578,7 +695,7 @@ static const char usage_text[] =
 	" [--accounts K]\n"
 	"                   [--pipeline D] [--seed S] [--prefix STR]"
 	" [--expect-out FILE]\n"
-	"                   [--metrics-port M]\n"
+	"                   [--metrics-port M] [--transfers T]\n"
 	"       ledger_load --port P --check FILE [--connections C]"
 	" [--metrics-port M]\n";
 
@@ -595,6 +712,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "expect-out", required_argument, NULL, 'o' },
 		{ "check", required_argument, NULL, 'C' },
 		{ "metrics-port", required_argument, NULL, 'M' },
+		{ "transfers", required_argument, NULL, 'T' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -603,7 +721,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 	*c = (struct config){ .connections = 32, .requests = 200000,
 			      .accounts = 1000, .pipeline = 16, .seed = 1,
 			      .prefix = "acct:" };
-	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:h", opts,
+	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:T:h", opts,
 				 NULL)) != -1) {
 		switch (ch) {
 		case 'p': c->port = (int)opts_number(optarg, 1, 65535); break;
@@ -622,6 +740,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		case 'M':
 			c->metrics_port = (int)opts_number(optarg, 1, 65535);
 			break;
+		case 'T': c->transfers = opts_number(optarg, 1, 1L << 40); break;
 		case 'h': opts_help();
 		default: opts_bad();
 		}
@@ -639,7 +758,7 @@ static void free_load(struct load *l)
 	for (i = 0; i < l->nconns; i++) {
 		close(l->conns[i].fd);
 		free(l->conns[i].out.p);
-		free(l->conns[i].in.p);
+		redisReaderFree(l->conns[i].reader);
 		free(l->conns[i].q);
 		free(l->conns[i].accounts);
 	}
@@ -676,6 +795,8 @@ int main(int argc, char **argv)
 	}
 	run_phase(&l, P_CHECK);
 	ret = report_check(&l);
+	if (l.cfg.transfers && l.naccounts > 1 && run_transfers(&l) != 0)
+		ret = 1;
 	if (l.cfg.metrics_port && report_server(l.cfg.metrics_port) != 0)
 		ret = 1;
 	if (l.cfg.expect_out)

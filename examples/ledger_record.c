@@ -32,11 +32,11 @@ static uint32_t crc32_of(const char *p, size_t n)
 	return c ^ 0xffffffffu;
 }
 
-bool key_valid(const char *p, size_t len)
+static bool printable_word(const char *p, size_t len, size_t max)
 {
 	size_t i;
 
-	if (len == 0 || len > KEY_MAX)
+	if (len == 0 || len > max)
 		return false;
 	for (i = 0; i < len; i++)
 		if (p[i] <= ' ' || p[i] > '~')
@@ -44,13 +44,74 @@ bool key_valid(const char *p, size_t len)
 	return true;
 }
 
-size_t record_encode(char *dst, const char *key, long long delta)
+bool key_valid(const char *p, size_t len)
 {
-	int n = snprintf(dst, RECORD_MAX, "%s %+lld", key, delta);
+	return printable_word(p, len, KEY_MAX);
+}
 
+bool reqid_valid(const char *p, size_t len)
+{
+	return printable_word(p, len, REQID_MAX);
+}
+
+/* Appends " CRC\n" to the n bytes of dst[RECORD_MAX]; the length. */
+static size_t seal(char *dst, int n)
+{
 	n += snprintf(dst + n, RECORD_MAX - (size_t)n, " %08" PRIx32 "\n",
 		      crc32_of(dst, (size_t)n));
 	return (size_t)n;
+}
+
+size_t record_seal(char *dst, const char *body)
+{
+	return seal(dst, snprintf(dst, RECORD_MAX - 10, "%s", body));
+}
+
+size_t record_encode(char *dst, const struct record *rec)
+{
+	int n = rec->kind == RECORD_CLOSE ?
+			snprintf(dst, RECORD_MAX, "%s close", rec->key) :
+			snprintf(dst, RECORD_MAX, "%s %+lld", rec->key,
+				 rec->delta);
+
+	if (rec->reqid[0])
+		n += snprintf(dst + n, RECORD_MAX - (size_t)n, " #%c:%s",
+			      rec->reply, rec->reqid);
+	if (rec->reqid[0] && (rec->reply == 'd' || rec->reply == 't'))
+		n += snprintf(dst + n, RECORD_MAX - (size_t)n, ":%s",
+			      rec->peer);
+	return seal(dst, n);
+}
+
+/* The optional " #K:ID" of a record, [p, end). */
+static bool parse_tag(const char *p, const char *end, struct record *rec)
+{
+	size_t len = (size_t)(end - p);
+
+	const char *colon;
+	size_t idlen;
+
+	rec->reqid[0] = rec->peer[0] = '\0';
+	if (len == 0)
+		return true;
+	if (len < 5 || p[0] != ' ' || p[1] != '#' || !strchr("cstdr", p[2]) ||
+	    p[3] != ':')
+		return false;
+	rec->reply = p[2];
+	idlen = len - 4;
+	if (p[2] == 'd' || p[2] == 't') { /* XID:ACCOUNT; XID has no ':' */
+		colon = memchr(p + 4, ':', len - 4);
+		if (!colon || !key_valid(colon + 1, (size_t)(end - colon - 1)))
+			return false;
+		idlen = (size_t)(colon - p - 4);
+		memcpy(rec->peer, colon + 1, (size_t)(end - colon - 1));
+		rec->peer[end - colon - 1] = '\0';
+	}
+	if (!reqid_valid(p + 4, idlen))
+		return false;
+	memcpy(rec->reqid, p + 4, idlen);
+	rec->reqid[idlen] = '\0';
+	return true;
 }
 
 /* The 8 hex digits of [p, p + 8), or false if they are not. */
@@ -70,15 +131,32 @@ static bool parse_crc(const char *p, uint32_t *crc)
 	return true;
 }
 
-bool record_parse(const char *line, size_t len, char *key,
-		  long long *delta)
+/* The CHANGE of a record, [p, end): "+N", "-N" or "close". */
+static bool parse_change(const char *p, const char *end, struct record *rec)
 {
-	size_t body = len - 10, klen;
-	const char *sp;
-	uint32_t crc;
 	long long amount;
 
-	if (len < 14 || len > RECORD_MAX || line[len - 1] != '\n' ||
+	if ((size_t)(end - p) == 5 && memcmp(p, "close", 5) == 0) {
+		rec->kind = RECORD_CLOSE;
+		rec->delta = 0;
+		return true;
+	}
+	if (end - p < 2 || (p[0] != '+' && p[0] != '-') ||
+	    !resp_parse_ll(p + 1, (size_t)(end - p - 1), &amount) ||
+	    amount < 0 || (amount == 0 && p[0] == '-'))
+		return false;
+	rec->kind = RECORD_DELTA;
+	rec->delta = p[0] == '+' ? amount : -amount;
+	return true;
+}
+
+bool record_parse(const char *line, size_t len, struct record *rec)
+{
+	size_t body = len - 10, klen;
+	const char *sp, *tag;
+	uint32_t crc;
+
+	if (len < 13 || len > RECORD_MAX || line[len - 1] != '\n' ||
 	    line[body] != ' ')
 		return false;
 	if (!parse_crc(line + body + 1, &crc) || crc != crc32_of(line, body))
@@ -87,13 +165,13 @@ bool record_parse(const char *line, size_t len, char *key,
 	if (!sp)
 		return false;
 	klen = (size_t)(sp - line);
-	if (!key_valid(line, klen) || sp + 2 >= line + body ||
-	    (sp[1] != '+' && sp[1] != '-') ||
-	    !resp_parse_ll(sp + 2, (size_t)(line + body - sp - 2), &amount) ||
-	    amount <= 0)
+	tag = memchr(sp + 1, ' ', (size_t)(line + body - sp - 1));
+	if (!tag)
+		tag = line + body;
+	if (!key_valid(line, klen) || !parse_change(sp + 1, tag, rec) ||
+	    !parse_tag(tag, line + body, rec))
 		return false;
-	memcpy(key, line, klen);
-	key[klen] = '\0';
-	*delta = sp[1] == '+' ? amount : -amount;
+	memcpy(rec->key, line, klen);
+	rec->key[klen] = '\0';
 	return true;
 }

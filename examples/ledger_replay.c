@@ -14,22 +14,74 @@
 #include "ledger_journal.h"
 #include "util.h"
 
+/* The transfers' records seen so far, matched once all are read. */
+struct transfer_log {
+	struct open_transfer *debits;
+	size_t ndebits;
+	char (*ended)[REQID_MAX + 1]; /* credited or refunded: their ids */
+	size_t nended;
+};
+
+static void note_transfer(struct transfer_log *t, const struct record *rec)
+{
+	struct open_transfer *d;
+
+	if (rec->reply == 'd') {
+		t->debits = xrealloc(t->debits,
+				     (t->ndebits + 1) * sizeof(*t->debits));
+		d = &t->debits[t->ndebits++];
+		snprintf(d->id, sizeof(d->id), "%s", rec->reqid);
+		snprintf(d->from, sizeof(d->from), "%s", rec->key);
+		snprintf(d->to, sizeof(d->to), "%s", rec->peer);
+		d->amount = -rec->delta;
+	} else if (rec->reply == 't' || rec->reply == 'r') {
+		t->ended = xrealloc(t->ended,
+				    (t->nended + 1) * sizeof(*t->ended));
+		snprintf(t->ended[t->nended++], sizeof(*t->ended), "%s",
+			 rec->reqid);
+	}
+}
+
+static int id_cmp(const void *a, const void *b)
+{
+	return strcmp(a, b);
+}
+
+/* The debits without an end are the open transfers. */
+static void match_transfers(struct transfer_log *t, struct replay_result *r)
+{
+	size_t i;
+
+	if (t->nended)
+		qsort(t->ended, t->nended, sizeof(*t->ended), id_cmp);
+	for (i = 0; i < t->ndebits; i++) {
+		if (t->nended && bsearch(t->debits[i].id, t->ended, t->nended,
+					 sizeof(*t->ended), id_cmp))
+			continue;
+		t->debits[r->nopen++] = t->debits[i];
+		r->in_flight += t->debits[i].amount;
+	}
+	r->open = t->debits;
+	free(t->ended);
+}
+
 /* Applies one journal; returns the length of its valid prefix. */
 static uint64_t replay_file(struct accounts *accounts,
 			    struct replay_result *r, FILE *f,
-			    const char *name)
+			    const char *name, struct transfer_log *t)
 {
-	char *line = NULL, key[KEY_MAX + 1];
+	char *line = NULL;
+	struct record rec;
 	size_t cap = 0;
 	ssize_t n;
 	uint64_t valid = 0;
-	long long delta;
 
 	while ((n = getline(&line, &cap, f)) > 0) {
-		if (!record_parse(line, (size_t)n, key, &delta))
+		if (!record_parse(line, (size_t)n, &rec))
 			break;
-		if (!accounts_add(accounts, key, delta))
-			die("%s: the balance of %s overflows", name, key);
+		if (!accounts_apply(accounts, &rec))
+			die("%s: the balance of %s overflows", name, rec.key);
+		note_transfer(t, &rec);
 		valid += (uint64_t)n;
 		r->events++;
 	}
@@ -87,7 +139,7 @@ static void replay_tail(struct replay_result *r, bool repair, FILE *f,
 /* One journal-idx.log at `path`. */
 static void replay_journal(struct accounts *accounts, bool repair,
 			   struct replay_result *r, const char *path,
-			   unsigned idx)
+			   unsigned idx, struct transfer_log *t)
 {
 	FILE *f = fopen(path, repair ? "r+" : "r");
 	uint64_t valid;
@@ -95,7 +147,7 @@ static void replay_journal(struct accounts *accounts, bool repair,
 
 	if (!f || fstat(fileno(f), &st) < 0)
 		die("%s: %s", path, strerror(errno));
-	valid = replay_file(accounts, r, f, path);
+	valid = replay_file(accounts, r, f, path, t);
 	r->journals++;
 	if ((uint64_t)st.st_size > valid)
 		replay_tail(r, repair, f, path, valid, (uint64_t)st.st_size);
@@ -109,7 +161,8 @@ static void count_account(void *arg, const char *key, long long balance)
 
 	(void)key;
 	r->accounts++;
-	r->total += balance;
+	r->total_overflow |= __builtin_add_overflow(r->total, balance,
+						    &r->total);
 	r->negative += balance < 0;
 }
 
@@ -117,6 +170,7 @@ void replay_journals(const char *dir, struct accounts *accounts,
 		     bool repair, struct replay_result *r)
 {
 	DIR *d = opendir(dir);
+	struct transfer_log t = { 0 };
 	struct dirent *e;
 
 	*r = (struct replay_result){ 0 };
@@ -129,9 +183,10 @@ void replay_journals(const char *dir, struct accounts *accounts,
 		if (!is_journal_name(e->d_name, &idx))
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-		replay_journal(accounts, repair, r, path, idx);
+		replay_journal(accounts, repair, r, path, idx, &t);
 	}
 	closedir(d);
+	match_transfers(&t, r);
 	accounts_each(accounts, count_account, r);
 }
 
@@ -144,6 +199,7 @@ int replay_verify(const char *dir, const char *dump)
 {
 	struct accounts *accounts = accounts_new(64);
 	struct replay_result r;
+	char total[32];
 	FILE *f;
 
 	replay_journals(dir, accounts, false, &r);
@@ -155,11 +211,18 @@ int replay_verify(const char *dir, const char *dump)
 		if (fclose(f) != 0)
 			die("%s: %s", dump, strerror(errno));
 	}
+	if (r.total_overflow)
+		snprintf(total, sizeof(total), "over 2^63");
+	else
+		snprintf(total, sizeof(total), "%lld", r.total);
 	printf("verify: %u journals, %" PRIu64 " events, %" PRIu64
-	       " accounts, total balance %lld, %" PRIu64 " torn bytes: %s\n",
-	       r.journals, r.events, r.accounts, r.total, r.torn_bytes,
+	       " accounts, total balance %s, %u open transfers (%lld in "
+	       "flight), %" PRIu64 " torn bytes: %s\n",
+	       r.journals, r.events, r.accounts, total, r.nopen,
+	       r.in_flight, r.torn_bytes,
 	       r.negative ? "FAILED (negative balances)" : "OK");
 	accounts_free(accounts);
 	free(r.ends);
+	free(r.open);
 	return r.negative ? 1 : 0;
 }

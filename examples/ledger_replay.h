@@ -10,7 +10,8 @@
  * journal wrote ahead; anything else is a torn batch, never
  * acknowledged: reported, and cut off (with everything after it) when
  * repairing, before the journal is written again, so that no record of
- * it can count later.
+ * it can count later. It also finds the transfers a crash left open
+ * (ledger_accounts.h): a debit without its credit or refund.
  */
 #ifndef LEDGER_REPLAY_H
 #define LEDGER_REPLAY_H
@@ -26,8 +27,13 @@ struct replay_result {
 	uint64_t events, torn_bytes;
 	uint64_t accounts, negative; /* accounts, those below zero */
 	long long total;	     /* the sum of the balances */
+	bool total_overflow;	     /* ...which does not fit total */
 	uint64_t *ends; /* [nends]: journal-I.log's whole records end here */
 	unsigned nends;
+	/* Transfers debited but neither credited nor refunded: */
+	struct open_transfer *open; /* [nopen], to free() */
+	unsigned nopen;
+	long long in_flight; /* the sum of their amounts */
 };
 
 /*

@@ -41,14 +41,28 @@
  * ("1", "0,2-3"): worker i on the i-th CPU of it. The server prints
  * which.
  *
- * Commands: PING [msg], ECHO msg, GET account, INCRBY account n,
- * DECRBY account n, INCR account, DECR account, QUIT, and the CONFIG
- * GET and COMMAND replies that clients ask for when they connect.
+ * Commands (ledger_commands.h): GET, MGET, EXISTS, SET account
+ * integer, DEL, INCRBY, DECRBY, INCR, DECR, DBSIZE; MULTI, EXEC,
+ * DISCARD on one account (one journal record); TRANSFER from to amount
+ * (a saga, ledger_accounts.h); REQID on writes (idempotent retries);
+ * HELLO 2, AUTH, SELECT 0, CLIENT, PING, ECHO, QUIT; INFO, COMMAND,
+ * CONFIG GET.
  * Amounts are positive; a withdrawal that would make the balance
  * negative is refused with "-ERR insufficient funds" and journals
  * nothing. GET of an account that never had an event is nil, as redis
  * answers for a missing key. An account name is 1 to 128 printable
  * ASCII characters without spaces.
+ *
+ * Limits, as Redis has them: --requirepass (AUTH first, else
+ * "-NOAUTH Authentication required."), --maxclients (10000), bulk
+ * strings up to --proto-max-bulk-len (8 MiB; Redis's 512 MiB is far
+ * more than a ledger needs), a request up to
+ * --client-query-buffer-limit (16 MiB) while it is incomplete. A
+ * protocol error is answered once, then the connection closes.
+ *
+ * --crash-after debit|credit|refusal, for tests: the server kills
+ * itself (SIGKILL) at that step of the first TRANSFER that reaches it,
+ * so that a restart shows the saga finished or compensated.
  *
  * Threads and rings. One supplier, one scheduler ("bank"/"Account") of
  * N workers, each a thread with its own io_uring ring, and one
@@ -88,7 +102,11 @@
  *   ledger_conn.c      RESP connections: recv, parse, reply in order,
  *                      send, linger (reply order, closing, protocol
  *                      errors: ledger_conn.h)
- *   ledger_commands.c  what each command means, and its replies
+ *   ledger_commands.c  what each command means, and its replies;
+ *                      COMMAND's table
+ *   ledger_session.c   HELLO, AUTH, SELECT, CLIENT: the client's state
+ *   ledger_info.c      INFO, DBSIZE, CONFIG GET
+ *   ledger_reply.c     RESP replies into a reused buffer
  *   ledger_accounts.c  the account aggregate: balances and handlers
  *   ledger_journal.c   group commit of the records to the journals
  *   ledger_record.c    the record format and its CRC
@@ -143,6 +161,9 @@ struct config {
 	enum journal_io journal_io;
 	enum journal_sync journal_sync;
 	const char *worker_cpus; /* "auto", "none" or a CPU list */
+	const char *requirepass; /* NULL: none */
+	long long maxclients, max_bulk, query_buf_max;
+	enum crash_point crash_after; /* tests: die there (SIGKILL) */
 };
 
 struct server {
@@ -157,9 +178,44 @@ struct server {
 	struct bank *bank;	      /* the accounts and the journals */
 	struct replay_result replayed;
 	unsigned journals_direct; /* journals that could use O_DIRECT */
+	struct command_server cmd; /* what the commands see of us */
 };
 
 /* ---- startup ---- */
+
+/* INFO and DBSIZE, on any worker: the counters as they are. */
+static void server_stats(void *arg, struct server_stats *st)
+{
+	struct server *srv = arg;
+	struct front_stats fs;
+
+	front_get_stats(srv->front, &fs);
+	*st = (struct server_stats){
+		.connected = fs.connected,
+		.connections = fs.connections,
+		.rejected = fs.rejected,
+		.commands = fs.commands,
+		.protocol_errors = fs.protocol_errors,
+		.accounts = bank_accounts(srv->bank),
+		.changes = bank_changes(srv->bank),
+		.overdrafts = bank_overdrafts(srv->bank),
+	};
+}
+
+static void init_commands(struct server *srv)
+{
+	const struct config *c = &srv->cfg;
+
+	srv->cmd = (struct command_server){
+		.requirepass = c->requirepass,
+		.max_bulk = (size_t)c->max_bulk,
+		.query_buf_max = (size_t)c->query_buf_max,
+		.maxclients = (unsigned)c->maxclients,
+		.start_ns = now_ns(),
+		.stats = server_stats,
+		.stats_arg = srv,
+	};
+}
 
 static void lock_dir(struct server *srv)
 {
@@ -306,7 +362,8 @@ static void start_server(struct server *srv)
 	int port, metrics_port = 0, ret;
 
 	drain_init(&srv->drain);
-	srv->front = front_new(&srv->drain);
+	init_commands(srv);
+	srv->front = front_new(&srv->drain, &srv->cmd);
 	block_signals();
 	lock_dir(srv);
 	start_dispatcher(srv);
@@ -315,7 +372,17 @@ static void start_server(struct server *srv)
 	ret = agr_dispatcher_start(srv->disp);
 	if (ret)
 		die("agr_dispatcher_start: %s", agr_strerror(ret));
+	bank_set_crash(srv->bank, srv->cfg.crash_after);
+	if (srv->replayed.nopen)
+		printf("ledger_server: resuming %u open transfers (%lld in "
+		       "flight)\n",
+		       bank_resume_transfers(srv->bank, srv->disp,
+					     srv->replayed.open,
+					     srv->replayed.nopen),
+		       srv->replayed.in_flight);
 	start_watchdog(srv);
+	srv->cmd.workers = srv->nworkers; /* before the first connection */
+	srv->cmd.groups = srv->ngroups;
 	front_start(srv->front, srv->disp, srv->cfg.port, &port);
 	if (srv->cfg.metrics_port >= 0)
 		srv->metrics = http_metrics_start(srv->disp,
@@ -408,6 +475,7 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 static void free_server(struct server *srv)
 {
 	free(srv->replayed.ends);
+	free(srv->replayed.open);
 	bank_free(srv->bank);
 	front_free(srv->front);
 	if (srv->metrics)
@@ -443,11 +511,17 @@ static const char usage_text[] =
 	"[--journal-io direct|buffered]\n"
 	"                     [--journal-sync dsync|fdatasync]\n"
 	"                     [--worker-cpus auto|none|LIST]\n"
+	"                     [--requirepass PASSWORD] [--maxclients N]\n"
+	"                     [--proto-max-bulk-len BYTES] "
+	"[--client-query-buffer-limit BYTES]\n"
+	"                     [--crash-after debit|credit|refusal]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
 	"--groups 4096\n"
 	"            --shutdown-timeout 10, no metrics, no watchdog, "
 	"--journal-io direct,\n"
-	"            --journal-sync dsync, --worker-cpus auto\n"
+	"            --journal-sync dsync, --worker-cpus auto, no password,\n"
+	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
+	"            --client-query-buffer-limit 16777216\n"
 	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
 
 /* The index of s in names[n], or opts_bad(). */
@@ -465,6 +539,7 @@ static void parse_option(int ch, struct config *c)
 {
 	static const char *const io[] = { "direct", "buffered" };
 	static const char *const sync[] = { "dsync", "fdatasync" };
+	static const char *const crash[] = { "debit", "credit", "refusal" };
 	long secs;
 
 	switch (ch) {
@@ -494,6 +569,14 @@ static void parse_option(int ch, struct config *c)
 			opts_bad();
 		c->worker_cpus = optarg;
 		break;
+	case 'X':
+		c->crash_after = (enum crash_point)(choice(optarg, crash, 3) +
+						    CRASH_AFTER_DEBIT);
+		break;
+	case 'a': c->requirepass = optarg[0] ? optarg : NULL; break;
+	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;
+	case 'B': c->max_bulk = opts_number(optarg, 1, 1L << 30); break;
+	case 'Q': c->query_buf_max = opts_number(optarg, 1024, 1L << 31); break;
 	case 'h': opts_help();
 	default: opts_bad();
 	}
@@ -514,6 +597,11 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "journal-io", required_argument, NULL, 'j' },
 		{ "journal-sync", required_argument, NULL, 'J' },
 		{ "worker-cpus", required_argument, NULL, 'C' },
+		{ "requirepass", required_argument, NULL, 'a' },
+		{ "crash-after", required_argument, NULL, 'X' },
+		{ "maxclients", required_argument, NULL, 'M' },
+		{ "proto-max-bulk-len", required_argument, NULL, 'B' },
+		{ "client-query-buffer-limit", required_argument, NULL, 'Q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -527,9 +615,11 @@ static void parse_options(int argc, char **argv, struct config *c)
 	 */
 	*c = (struct config){ .port = 6380, .dir = "ledger-data",
 			      .groups = 4096, .shutdown_timeout = 10.0,
-			      .metrics_port = -1, .worker_cpus = "auto" };
-	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:C:h", opts,
-				 NULL)) != -1)
+			      .metrics_port = -1, .worker_cpus = "auto",
+			      .maxclients = 10000, .max_bulk = 8 << 20,
+			      .query_buf_max = 16 << 20 };
+	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:h",
+				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)
 		opts_bad();

@@ -2,9 +2,10 @@
 /*
  * resp.c - RESP2 requests and replies: parse and encode, nothing else.
  *
- * Redis closes a connection on a protocol error. This parser instead
- * reports where to resynchronise, so that a server can answer a
- * malformed request with an error and keep serving the connection.
+ * The error texts are Redis's (networking.c), so that a client sees
+ * what it would see there. The parser also says where input could be
+ * resynchronised; ledger_server does not use that: it closes the
+ * connection after the error, as Redis does.
  */
 #include "resp.h"
 
@@ -105,8 +106,8 @@ static void keep_arg(struct resp_command *cmd, int i, const char *p,
  * the next request, after a client sent fewer arguments than it said.
  */
 static enum resp_status parse_bulk(const char *buf, size_t len, size_t *pos,
-				   struct resp_command *cmd, int i,
-				   struct resp_error *err)
+				   size_t max_bulk, struct resp_command *cmd,
+				   int i, struct resp_error *err)
 {
 	size_t eol, next, at = *pos;
 	long long n;
@@ -120,12 +121,13 @@ static enum resp_status parse_bulk(const char *buf, size_t len, size_t *pos,
 		return fail(err, at, RESP_AWAIT_MULTIBULK, what);
 	}
 	if (!find_line(buf, len, at, &eol, &next))
-		return len - at > HEADER_LINE_MAX ?
+		return len - at > RESP_MAX_INLINE ?
 			       fail(err, at, RESP_AWAIT_MULTIBULK,
-				    "invalid bulk length") :
+				    "too big bulk count string") :
 			       RESP_MORE;
-	if (!resp_parse_ll(buf + at + 1, eol - at - 1, &n) || n < 0 ||
-	    n > RESP_MAX_BULK)
+	if (eol - at > HEADER_LINE_MAX ||
+	    !resp_parse_ll(buf + at + 1, eol - at - 1, &n) || n < 0 ||
+	    (unsigned long long)n > max_bulk)
 		return fail(err, at, RESP_AWAIT_MULTIBULK,
 			    "invalid bulk length");
 	if (len - next < (size_t)n + 2)
@@ -148,6 +150,7 @@ static enum resp_status parse_bulk(const char *buf, size_t len, size_t *pos,
 }
 
 static enum resp_status parse_multibulk(const char *buf, size_t len,
+					size_t max_bulk,
 					struct resp_command *cmd,
 					size_t *used, struct resp_error *err)
 {
@@ -156,16 +159,18 @@ static enum resp_status parse_multibulk(const char *buf, size_t len,
 	int i;
 
 	if (!find_line(buf, len, 0, &eol, &pos))
-		return len > HEADER_LINE_MAX ?
+		return len > RESP_MAX_INLINE ?
 			       fail(err, 0, RESP_SKIP_TO_MULTIBULK,
-				    "invalid multibulk length") :
+				    "too big mbulk count string") :
 			       RESP_MORE;
-	if (!resp_parse_ll(buf + 1, eol - 1, &n) || n > RESP_MAX_MULTIBULK)
+	if (eol > HEADER_LINE_MAX || !resp_parse_ll(buf + 1, eol - 1, &n) ||
+	    n > RESP_MAX_MULTIBULK)
 		return fail(err, 0, RESP_SKIP_TO_MULTIBULK,
 			    "invalid multibulk length");
 	cmd->argc = 0;
 	for (i = 0; i < n; i++) {
-		enum resp_status s = parse_bulk(buf, len, &pos, cmd, i, err);
+		enum resp_status s =
+			parse_bulk(buf, len, &pos, max_bulk, cmd, i, err);
 
 		if (s != RESP_DONE)
 			return s;
@@ -234,13 +239,13 @@ static enum resp_status parse_inline(const char *buf, size_t len,
 }
 
 enum resp_status resp_parse_command(const char *buf, size_t len,
-				    struct resp_command *cmd, size_t *used,
-				    struct resp_error *err)
+				    size_t max_bulk, struct resp_command *cmd,
+				    size_t *used, struct resp_error *err)
 {
 	if (len == 0)
 		return RESP_MORE;
 	if (buf[0] == '*')
-		return parse_multibulk(buf, len, cmd, used, err);
+		return parse_multibulk(buf, len, max_bulk, cmd, used, err);
 	return parse_inline(buf, len, cmd, used, err);
 }
 

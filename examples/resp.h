@@ -17,10 +17,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#define RESP_MAX_ARGS 8		    /* arguments kept; others counted */
-#define RESP_MAX_MULTIBULK 1024	    /* arguments in one request */
-#define RESP_MAX_BULK (64 * 1024)   /* bytes in one bulk string */
-#define RESP_MAX_INLINE (64 * 1024) /* bytes in one inline command */
+#define RESP_MAX_ARGS 64	       /* arguments kept; others counted */
+#define RESP_MAX_MULTIBULK (1024 * 1024) /* arguments in one request */
+#define RESP_MAX_INLINE (64 * 1024)    /* an inline command, a header */
 
 /* One argument; points into the parsed buffer, not NUL-terminated. */
 struct resp_arg {
@@ -59,15 +58,16 @@ enum resp_status {
 };
 
 /*
- * Parses the request at the start of buf[0..len). RESP_DONE: *cmd
+ * Parses the request at the start of buf[0..len); a bulk string longer
+ * than max_bulk is a protocol error. RESP_DONE: *cmd
  * holds it (argc 0 for an empty line or "*0", which redis ignores) and
  * *used is its size. RESP_MORE: the request is not complete yet.
  * RESP_PROTOCOL: *err says what to reply and how to resynchronise
  * (resp_resync()). cmd's arguments point into buf.
  */
 enum resp_status resp_parse_command(const char *buf, size_t len,
-				    struct resp_command *cmd, size_t *used,
-				    struct resp_error *err);
+				    size_t max_bulk, struct resp_command *cmd,
+				    size_t *used, struct resp_error *err);
 
 /*
  * Drops input while *sync is not RESP_SYNCED; returns the number of

@@ -7,6 +7,7 @@
 #include "crash_replay.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "../examples/ledger_accounts.h"
@@ -21,8 +22,11 @@ static pthread_once_t record_once = PTHREAD_ONCE_INIT;
 
 size_t crash_record_encode(char *dst, const char *key, long long delta)
 {
+	struct record rec = { .kind = RECORD_DELTA, .delta = delta };
+
 	pthread_once(&record_once, record_init);
-	return record_encode(dst, key, delta);
+	snprintf(rec.key, sizeof(rec.key), "%s", key);
+	return record_encode(dst, &rec);
 }
 
 void crash_replay(const char *dir, bool repair, crash_account_fn *fn,
@@ -40,4 +44,5 @@ void crash_replay(const char *dir, bool repair, crash_account_fn *fn,
 	accounts_each(accounts, fn, arg);
 	accounts_free(accounts);
 	free(r.ends);
+	free(r.open);
 }

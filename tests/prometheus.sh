@@ -23,6 +23,10 @@ top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh"
 ex=$top_builddir/examples
+if [ ! -x "$ex/ledger_load" ]; then
+	echo "SKIP: examples/ledger_load was not built (configure found no hiredis)"
+	exit 77
+fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-prometheus.XXXXXX") || exit 1
 
 cleanup() {

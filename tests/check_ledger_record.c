@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_ledger_record.c - ledger_server's journal records and account
+ * tables on their own (examples/ledger_record.c, ledger_accounts.c):
+ * every kind of record (a delta, "+0", a close, a request id, a
+ * transfer's debit, credit and refund) encodes and parses back; a
+ * changed byte, a bad CRC or a malformed tag is refused; and the
+ * tables, under random deltas and closes, hold exactly what a simple
+ * model holds (closing uses backward-shift deletion, whose mistakes
+ * would lose or duplicate accounts).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../examples/ledger_accounts.h"
+#include "../examples/ledger_record.h"
+#include "testutil.h"
+
+static struct record make(enum record_kind kind, const char *key,
+			  long long delta, char reply, const char *id,
+			  const char *peer)
+{
+	struct record r = { .kind = kind, .delta = delta, .reply = reply };
+
+	snprintf(r.key, sizeof(r.key), "%s", key);
+	snprintf(r.reqid, sizeof(r.reqid), "%s", id);
+	snprintf(r.peer, sizeof(r.peer), "%s", peer);
+	return r;
+}
+
+static void round_trip(const struct record *in, const char *want_body)
+{
+	char line[RECORD_MAX];
+	struct record out;
+	size_t n = record_encode(line, in);
+
+	ck_assert_uint_le(n, RECORD_MAX);
+	ck_assert_int_eq(line[n - 1], '\n');
+	ck_assert_int_eq(strncmp(line, want_body, strlen(want_body)), 0);
+	ck_assert_uint_eq(n, strlen(want_body) + 10); /* " CRC\n" */
+	ck_assert(record_parse(line, n, &out));
+	ck_assert_int_eq(out.kind, in->kind);
+	ck_assert_str_eq(out.key, in->key);
+	ck_assert_str_eq(out.reqid, in->reqid);
+	if (in->kind == RECORD_DELTA)
+		ck_assert_int_eq(out.delta, in->delta);
+	if (in->reqid[0])
+		ck_assert_int_eq(out.reply, in->reply);
+	if (in->reply == 'd' || in->reply == 't')
+		ck_assert_str_eq(out.peer, in->peer);
+}
+
+START_TEST(every_kind_round_trips)
+{
+	struct record r;
+
+	r = make(RECORD_DELTA, "alice", 100, 0, "", "");
+	round_trip(&r, "alice +100");
+	r = make(RECORD_DELTA, "alice", -7, 0, "", "");
+	round_trip(&r, "alice -7");
+	r = make(RECORD_DELTA, "empty", 0, 0, "", "");
+	round_trip(&r, "empty +0");
+	r = make(RECORD_CLOSE, "gone", 0, 0, "", "");
+	round_trip(&r, "gone close");
+	r = make(RECORD_DELTA, "a", 5, 'c', "pay-1", "");
+	round_trip(&r, "a +5 #c:pay-1");
+	r = make(RECORD_DELTA, "a", 0, 's', "set:9", "");
+	round_trip(&r, "a +0 #s:set:9");
+	r = make(RECORD_DELTA, "from", -30, 'd', "x.1", "to");
+	round_trip(&r, "from -30 #d:x.1:to");
+	r = make(RECORD_DELTA, "to", 30, 't', "x.1", "from");
+	round_trip(&r, "to +30 #t:x.1:from");
+	r = make(RECORD_DELTA, "from", 30, 'r', "x.1", "");
+	round_trip(&r, "from +30 #r:x.1");
+}
+END_TEST
+
+START_TEST(damage_is_refused)
+{
+	struct record r = make(RECORD_DELTA, "bob", 42, 'c', "id", ""), out;
+	char line[RECORD_MAX], bad[RECORD_MAX];
+	size_t n = record_encode(line, &r), i;
+
+	for (i = 0; i + 1 < n; i++) { /* any byte changed: the CRC says so */
+		memcpy(bad, line, n);
+		bad[i] = bad[i] == 'x' ? 'y' : 'x';
+		ck_assert_msg(!record_parse(bad, n, &out), "byte %zu", i);
+	}
+	ck_assert(!record_parse(line, n - 1, &out)); /* torn: no newline */
+}
+END_TEST
+
+START_TEST(malformed_lines_are_refused)
+{
+	const char *const bodies[] = {
+		"a -0",	      "a +",	      "a 5",	      "a +5 #x:id",
+		"a +5 #c:",   "a +5 #d:id",   "a +5 #d:id:",  "a +5 #c:id x",
+		"a +5 c:id",  "a closed",     "two words +1", " +1",
+		"a +1 #t:id", "a +9223372036854775808",
+	};
+	char line[RECORD_MAX];
+	struct record out;
+	size_t i;
+
+	for (i = 0; i < sizeof(bodies) / sizeof(bodies[0]); i++)
+		ck_assert_msg(!record_parse(line, record_seal(line, bodies[i]),
+					    &out),
+			      "'%s' parsed", bodies[i]);
+	ck_assert(record_parse(line, record_seal(line, "a +5 #c:id"), &out));
+	ck_assert_str_eq(out.reqid, "id");
+}
+END_TEST
+
+struct tally {
+	long n;
+	long long sum;
+};
+
+static void count(void *arg, const char *key, long long balance)
+{
+	struct tally *t = arg;
+
+	(void)key;
+	t->n++;
+	t->sum += balance;
+}
+
+/* Random deltas and closes on 3000 accounts, against a model. */
+START_TEST(tables_match_a_model)
+{
+	enum { KEYS = 3000, STEPS = 200000 };
+	static long long model[KEYS];
+	static bool open[KEYS];
+	struct accounts *a = accounts_new(4);
+	struct tally t = { 0, 0 }, want = { 0, 0 };
+	uint64_t rng = 88172645463325252ull;
+	struct record r;
+	long i;
+	int k;
+
+	memset(model, 0, sizeof(model));
+	memset(open, 0, sizeof(open));
+	for (i = 0; i < STEPS; i++) {
+		rng ^= rng << 13;
+		rng ^= rng >> 7;
+		rng ^= rng << 17;
+		k = (int)(rng % KEYS);
+		r = make(rng >> 32 & 1 && (rng >> 33) % 3 == 0 ? RECORD_CLOSE :
+								  RECORD_DELTA,
+			 "", (long long)(rng >> 40 & 15), 0, "", "");
+		snprintf(r.key, sizeof(r.key), "k%d", k);
+		ck_assert(accounts_apply(a, &r));
+		open[k] = r.kind == RECORD_DELTA;
+		model[k] = open[k] ? model[k] + r.delta : 0;
+	}
+	/* Every open account is found again (a +0 creates nothing new). */
+	for (k = 0; k < KEYS; k++) {
+		r = make(open[k] ? RECORD_DELTA : RECORD_CLOSE, "", 0, 0, "", "");
+		snprintf(r.key, sizeof(r.key), "k%d", k);
+		ck_assert(accounts_apply(a, &r));
+		want.n += open[k];
+		want.sum += open[k] ? model[k] : 0;
+	}
+	accounts_each(a, count, &t);
+	ck_assert_int_eq(t.n, want.n);
+	ck_assert_int_eq(t.sum, want.sum);
+	ck_assert_uint_eq(accounts_count(a), (uint64_t)want.n);
+	accounts_free(a);
+}
+END_TEST
+
+static Suite *record_suite(void)
+{
+	Suite *s = suite_create("ledger_record");
+	TCase *tc = tcase_create("record");
+
+	tcase_add_test(tc, every_kind_round_trips);
+	tcase_add_test(tc, damage_is_refused);
+	tcase_add_test(tc, malformed_lines_are_refused);
+	tcase_add_test(tc, tables_match_a_model);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	record_init();
+	return tu_run(record_suite());
+}
