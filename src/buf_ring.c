@@ -100,6 +100,11 @@ AGR_API int agr_buf_ring_new(agr_worker *w, unsigned short bgid,
 		free(br);
 		return -ENOMEM;
 	}
+	/*
+	 * The kernel fills these buffers behind every checker's back:
+	 * zeroed once, Valgrind takes what the handler reads as defined.
+	 */
+	memset(br->mem, 0, nbufs * buf_size);
 	ret = map_ring(w, br, nbufs, bgid);
 	if (ret) {
 		agr__log(AGR_LOG_ERROR, "agr_buf_ring_new: group %u: %s",

@@ -11,7 +11,7 @@
 # Usage: tests/valgrind.sh [builddir]   (SUITES="check_io soak" to narrow)
 
 builddir=${1:-${top_builddir:-.}}
-: "${SUITES:=check_group_key check_worker check_scheduler check_supplier check_dispatcher check_io check_composite check_runtime check_metrics check_ledger_journal check_placement check_dio soak}"
+: "${SUITES:=check_group_key check_worker check_scheduler check_supplier check_options check_dispatcher check_io check_io_ext check_composite check_runtime check_metrics check_ledger_journal check_placement check_dio soak}"
 
 if ! command -v valgrind >/dev/null 2>&1; then
 	echo "SKIP: valgrind not found (Debian: apt-get install valgrind)"
