@@ -64,27 +64,13 @@
 
 #include "buf.h"
 #include "load_metrics.h"
+#include "load_options.h"
 #include "net.h"
 #include "opts.h"
 #include "util.h"
 
-#define NAME_MAX_LEN 128
 #define STALL_NS (30ull * 1000000000ull) /* no reply for this long: fail */
 #define REPORT_MAX 5			  /* mismatches printed in full */
-
-struct config {
-	int port;
-	int metrics_port; /* 0: do not fetch /metrics */
-	int connections;
-	long requests;
-	long accounts;
-	int pipeline;
-	uint64_t seed;
-	const char *prefix;
-	const char *expect_out;
-	const char *check;
-	long transfers;
-};
 
 enum kind { K_GET, K_DEPOSIT, K_WITHDRAW, K_TRANSFER };
 enum phase { P_READ, P_LOAD, P_CHECK, P_TRANSFER, P_SUM };
@@ -688,68 +674,6 @@ static int report_check(const struct load *l)
 	return ok ? 0 : 1;
 }
 
-/* ---- options ---- */
-
-static const char usage_text[] =
-	"usage: ledger_load --port P [--connections C] [--requests N]"
-	" [--accounts K]\n"
-	"                   [--pipeline D] [--seed S] [--prefix STR]"
-	" [--expect-out FILE]\n"
-	"                   [--metrics-port M] [--transfers T]\n"
-	"       ledger_load --port P --check FILE [--connections C]"
-	" [--metrics-port M]\n";
-
-static void parse_options(int argc, char **argv, struct config *c)
-{
-	static const struct option opts[] = {
-		{ "port", required_argument, NULL, 'p' },
-		{ "connections", required_argument, NULL, 'c' },
-		{ "requests", required_argument, NULL, 'n' },
-		{ "accounts", required_argument, NULL, 'k' },
-		{ "pipeline", required_argument, NULL, 'P' },
-		{ "seed", required_argument, NULL, 's' },
-		{ "prefix", required_argument, NULL, 'x' },
-		{ "expect-out", required_argument, NULL, 'o' },
-		{ "check", required_argument, NULL, 'C' },
-		{ "metrics-port", required_argument, NULL, 'M' },
-		{ "transfers", required_argument, NULL, 'T' },
-		{ "help", no_argument, NULL, 'h' },
-		{ 0, 0, 0, 0 },
-	};
-	int ch;
-
-	*c = (struct config){ .connections = 32, .requests = 200000,
-			      .accounts = 1000, .pipeline = 16, .seed = 1,
-			      .prefix = "acct:" };
-	while ((ch = getopt_long(argc, argv, "p:c:n:k:P:s:x:o:C:M:T:h", opts,
-				 NULL)) != -1) {
-		switch (ch) {
-		case 'p': c->port = (int)opts_number(optarg, 1, 65535); break;
-		case 'c':
-			c->connections = (int)opts_number(optarg, 1, 10000);
-			break;
-		case 'n': c->requests = opts_number(optarg, 1, 1L << 40); break;
-		case 'k': c->accounts = opts_number(optarg, 1, 1L << 30); break;
-		case 'P': c->pipeline = (int)opts_number(optarg, 1, 1000); break;
-		case 's':
-			c->seed = (uint64_t)opts_number(optarg, 0, LONG_MAX);
-			break;
-		case 'x': c->prefix = optarg; break;
-		case 'o': c->expect_out = optarg; break;
-		case 'C': c->check = optarg; break;
-		case 'M':
-			c->metrics_port = (int)opts_number(optarg, 1, 65535);
-			break;
-		case 'T': c->transfers = opts_number(optarg, 1, 1L << 40); break;
-		case 'h': opts_help();
-		default: opts_bad();
-		}
-	}
-	if (optind != argc || c->port == 0 ||
-	    strlen(c->prefix) + 20 > NAME_MAX_LEN)
-		opts_bad();
-}
-
 static void free_load(struct load *l)
 {
 	long a;
@@ -777,8 +701,7 @@ int main(int argc, char **argv)
 	uint64_t t0;
 	int ret;
 
-	opts_init("ledger_load", usage_text);
-	parse_options(argc, argv, &l.cfg);
+	load_options(argc, argv, &l.cfg);
 	if (l.cfg.check) {
 		read_expectations(&l, l.cfg.check);
 		if (l.naccounts == 0)
