@@ -91,7 +91,9 @@ static bool parse_tag(const char *p, const char *end, struct record *rec)
 	const char *colon;
 	size_t idlen;
 
+	/* A record without a tag carries nothing of the one before it. */
 	rec->reqid[0] = rec->peer[0] = '\0';
+	rec->reply = '\0';
 	if (len == 0)
 		return true;
 	if (len < 5 || p[0] != ' ' || p[1] != '#' || !strchr("cstdr", p[2]) ||

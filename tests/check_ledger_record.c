@@ -116,6 +116,27 @@ START_TEST(malformed_lines_are_refused)
 }
 END_TEST
 
+/*
+ * One record struct parses a whole journal: a plain record after a
+ * transfer's debit keeps nothing of it. (Replay took every plain record
+ * after a debit for another open transfer.)
+ */
+START_TEST(plain_record_after_a_tagged_one_has_no_tag)
+{
+	char line[RECORD_MAX];
+	struct record out;
+
+	ck_assert(record_parse(line, record_seal(line,
+						 "acct:1 -5 #d:x.1:acct:2"),
+			       &out));
+	ck_assert_int_eq(out.reply, 'd');
+	ck_assert(record_parse(line, record_seal(line, "acct:3 +7"), &out));
+	ck_assert_int_eq(out.reply, '\0');
+	ck_assert_str_eq(out.reqid, "");
+	ck_assert_str_eq(out.peer, "");
+}
+END_TEST
+
 struct tally {
 	long n;
 	long long sum;
@@ -182,6 +203,7 @@ static Suite *record_suite(void)
 	tcase_add_test(tc, every_kind_round_trips);
 	tcase_add_test(tc, damage_is_refused);
 	tcase_add_test(tc, malformed_lines_are_refused);
+	tcase_add_test(tc, plain_record_after_a_tagged_one_has_no_tag);
 	tcase_add_test(tc, tables_match_a_model);
 	suite_add_tcase(s, tc);
 	return s;
