@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "ledger_accounts.h"
 #include "ledger_commands.h"
+#include "ledger_request.h"
 #include "net.h"
 #include "resp.h"
 #include "util.h"
@@ -24,8 +25,6 @@
 #define PENDING_MAX 1024	   /* requests in flight per connection */
 #define IN_BUF_MIN (16 * 1024)
 #define LINGER_NS 1000000000ull	   /* a closing peer gets this long */
-
-struct conn;
 
 /*
  * One worker's connections; touched only by its thread until it has
@@ -57,30 +56,6 @@ struct front {
 	unsigned next; /* round-robin; the acceptor's worker only */
 };
 
-/*
- * A request of a connection. Lives from parsing until its reply has
- * been queued for sending; in between its message may visit the
- * account's group on another worker, which touches only the message
- * and the reply, never the connection.
- */
-struct request {
-	struct conn *conn;
-	struct request *next; /* the connection's queue, arrival order */
-	bool ready;	      /* reply[] (or big) is final */
-	bool counts;	      /* a child of `parent` that counts 1 */
-	bool refused;	      /* a parent: the dispatcher refused a child */
-	unsigned conn_worker;
-	unsigned reply_len;
-	struct request *parent; /* EXISTS, DEL: the request of the count */
-	unsigned children;	/* a parent: children not yet ready */
-	long long count;	/* a parent: of its children that counted */
-	char *big;		/* a reply longer than REPLY_MAX */
-	struct account_step *steps; /* EXEC: the transaction's commands */
-	struct transfer *xfer;	    /* TRANSFER */
-	struct account_msg am; /* msg.user = this */
-	char reply[REPLY_MAX];
-};
-
 struct conn {
 	struct front_worker *wc;
 	struct conn *prev, *next; /* wc->conns */
@@ -96,8 +71,7 @@ struct conn {
 	bool refused;	   /* over --maxclients: one error, then close */
 	struct conn *next_replied;
 	struct session session;
-	struct request *head, *tail;
-	unsigned pending; /* requests in the queue */
+	struct request_queue queue;
 	struct buf in;	  /* received, not yet parsed */
 	struct buf out;	  /* replies, in order, waiting for the wire */
 	struct buf wire;  /* being sent */
@@ -107,43 +81,7 @@ struct conn {
 static void conn_pump(struct conn *c);
 static void conn_stop_reading(struct conn *c);
 
-/* ---- requests and their replies, in order ---- */
-
-static void request_enqueue(struct conn *c, struct request *rq)
-{
-	rq->conn = c;
-	rq->next = NULL;
-	if (c->tail)
-		c->tail->next = rq;
-	else
-		c->head = rq;
-	c->tail = rq;
-	c->pending++;
-}
-
-/*
- * A reply known at once, queued behind the requests still running, or
- * straight to the output when there are none.
- */
-static void conn_reply(struct conn *c, const char *p, size_t n)
-{
-	struct request *rq;
-
-	if (!c->head) {
-		buf_append(&c->out, p, n);
-		return;
-	}
-	rq = xcalloc(1, sizeof(*rq));
-	if (n > REPLY_MAX) {
-		rq->big = xrealloc(NULL, n);
-		memcpy(rq->big, p, n);
-	} else {
-		memcpy(rq->reply, p, n);
-	}
-	rq->reply_len = (unsigned)n;
-	rq->ready = true;
-	request_enqueue(c, rq);
-}
+/* ---- requests: their replies, in turn, back to the wire ---- */
 
 /* The end of a worker's turn: send what its connections have finished. */
 static void worker_flush_replies(void *arg)
@@ -170,16 +108,27 @@ static void worker_flush_dropped(void *arg, int err)
 		wc->replied->replied = false;
 }
 
-/* The reply of EXISTS or DEL, once every key has been answered. */
-static void parent_finish(struct request *p)
+/* A plain increment that INFO may read: this worker is the writer. */
+static void count_one(atomic_ullong *c)
 {
-	p->reply_len = p->refused ?
-			       (unsigned)command_refused_reply(-ESHUTDOWN,
-							       p->reply) :
-			       (unsigned)resp_encode_integer(p->reply,
-							     REPLY_MAX,
-							     p->count);
-	p->ready = true;
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
+
+static struct request_ctx ctx_of(struct conn *c)
+{
+	return (struct request_ctx){ .conn = c, .queue = &c->queue,
+				     .out = &c->out,
+				     .disp = c->wc->front->disp,
+				     .worker = c->wc->index };
+}
+
+static void conn_reply(struct conn *c, const char *p, size_t n)
+{
+	struct request_ctx x = ctx_of(c);
+
+	requests_reply(&x, p, n);
 }
 
 /*
@@ -188,20 +137,10 @@ static void parent_finish(struct request *p)
  * pipelining client gets one send per batch of events, not one for the
  * first reply and another for the rest.
  */
-static void request_ready(void *arg)
+void conn_request_ready(struct conn *c)
 {
-	struct request *rq = arg;
-	struct conn *c = rq->conn;
 	struct front_worker *wc = c->wc;
-	struct request *p = rq->parent;
 
-	rq->ready = true;
-	if (p) { /* EXISTS, DEL: the count is final with the last key */
-		p->count += rq->counts;
-		if (--p->children > 0)
-			return;
-		parent_finish(p);
-	}
 	if (c->replied)
 		return;
 	c->replied = true;
@@ -223,184 +162,21 @@ static void request_ready(void *arg)
 void front_completed(agr_message *msg, int status, void *arg)
 {
 	struct front *f = arg;
-	struct request *rq = msg->user;
-	struct transfer *x = account_msg_of(msg)->xfer;
-	agr_worker *w = agr_worker_current();
-	int ret;
 
-	if (x) { /* a saga: replies when its last message completes */
-		if (!transfer_message_done(x))
-			return;
-		if (x->recovery) {
-			free(x); /* resumed at startup: nobody waits */
-			return;
-		}
-		rq = x->debit.msg.user;
-		rq->reply_len = (unsigned)command_transfer_reply(x, rq->reply);
-	} else if (rq->parent) {
-		rq->counts = command_account_counts(&rq->am, status);
-	} else if (rq->steps) {
-		struct buf b = { 0 };
-
-		command_txn_reply(&rq->am, status, &b);
-		rq->big = b.p;
-		rq->reply_len = (unsigned)b.len;
-	} else
-		rq->reply_len = (unsigned)command_account_reply(&rq->am, status,
-								rq->reply);
-	if (w && agr_worker_scheduler(w) == f->sched &&
-	    (unsigned)agr_worker_index(w) == rq->conn_worker) {
-		request_ready(rq);
-		return;
-	}
-	ret = agr_scheduler_schedule(f->sched, rq->conn_worker,
-				     request_ready, rq);
-	if (ret < 0) /* only after a forced stop: the connection is gone */
-		warnf("reply lost: %s", strerror(-ret));
-}
-
-/* A plain increment that INFO may read: this worker is the writer. */
-static void count_one(atomic_ullong *c)
-{
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
-
-/* Sends rq's message to the accounts, or answers at once if refused. */
-static void request_send(struct front *f, struct request *rq)
-{
-	int ret = agr_dispatcher_send(f->disp, &rq->am.msg);
-
-	if (ret >= 0)
-		return;
-	/* Not admitted: no callback will come, so answer now. */
-	if (!rq->parent) {
-		rq->reply_len = (unsigned)command_refused_reply(ret, rq->reply);
-	} else { /* the parent's guard keeps it above 0 here */
-		rq->parent->refused = true;
-		rq->parent->children--;
-	}
-	rq->ready = true;
-}
-
-static struct request *request_new(struct conn *c)
-{
-	struct request *rq = xcalloc(1, sizeof(*rq));
-
-	rq->conn_worker = c->wc->index;
-	return rq;
-}
-
-static void dispatch(struct conn *c, const struct command_outcome *o)
-{
-	struct request *rq = request_new(c);
-
-	account_msg_init(&rq->am, o->op, o->key.p, o->key.len, o->amount,
-			 rq);
-	if (o->reqid.len)
-		account_msg_set_reqid(&rq->am, o->reqid.p, o->reqid.len);
-	request_enqueue(c, rq);
-	request_send(c->wc->front, rq);
-}
-
-/* TRANSFER: a saga that starts with the debit (ledger_accounts.h). */
-static void dispatch_transfer(struct conn *c, const struct command_outcome *o)
-{
-	struct request *rq = request_new(c);
-	struct transfer *x = xcalloc(1, sizeof(*x));
-	int ret;
-
-	transfer_init(x, o->key.p, o->key.len, o->key2.p, o->key2.len,
-		      o->amount, rq);
-	rq->xfer = x;
-	request_enqueue(c, rq);
-	ret = agr_dispatcher_send(c->wc->front->disp, &x->debit.msg);
-	if (ret < 0) {
-		rq->reply_len = (unsigned)command_refused_reply(ret, rq->reply);
-		rq->ready = true;
-	}
-}
-
-/* EXEC: the transaction is one message to its account. */
-static void dispatch_txn(struct conn *c, const struct command_outcome *o)
-{
-	struct request *rq = request_new(c);
-
-	rq->steps = o->steps;
-	account_msg_init_steps(&rq->am, o->key.p, o->key.len, o->steps,
-			       o->nsteps, rq);
-	request_enqueue(c, rq);
-	request_send(c->wc->front, rq);
-}
-
-/*
- * MGET: an array header, then one GET per key, whose replies follow in
- * order. EXISTS, DEL: one message per key, counted by a parent request
- * queued after them, ready when the last of them is.
- */
-static void dispatch_keys(struct conn *c, const struct resp_command *cmd,
-			  const struct command_outcome *o)
-{
-	struct request *parent = NULL, *rq;
-	char head[32];
-	int i;
-
-	if (o->count) {
-		parent = request_new(c);
-		parent->children = 1; /* a guard, until every key is sent */
-	} else {
-		conn_reply(c, head, resp_encode_array(head, sizeof(head),
-						      (size_t)cmd->argc - 1));
-	}
-	for (i = 1; i < cmd->argc; i++) {
-		const struct resp_arg *k = &cmd->argv[i];
-
-		rq = request_new(c);
-		request_enqueue(c, rq);
-		if (!key_valid(k->p, k->len)) { /* no such account */
-			rq->reply_len = parent ? 0 :
-				(unsigned)resp_encode_nil(rq->reply, REPLY_MAX);
-			rq->ready = true;
-			continue;
-		}
-		account_msg_init(&rq->am, o->op, k->p, k->len, 0, rq);
-		if (parent) {
-			rq->parent = parent;
-			parent->children++;
-		}
-		request_send(c->wc->front, rq);
-	}
-	if (parent) {
-		request_enqueue(c, parent);
-		if (--parent->children == 0)
-			parent_finish(parent);
-	}
+	requests_completed(msg, status, f->sched);
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)
 {
 	struct front_worker *wc = c->wc;
 	struct command_outcome out = { .reply = &wc->scratch };
+	struct request_ctx x = ctx_of(c);
 
 	count_one(&wc->commands);
 	command_run(wc->front->srv, &c->session, cmd, &out);
-	switch (out.kind) {
-	case COMMAND_ACCOUNT:
-		dispatch(c, &out);
+	if (out.kind != COMMAND_REPLY && out.kind != COMMAND_QUIT) {
+		requests_dispatch(&x, cmd, &out);
 		return;
-	case COMMAND_KEYS:
-		dispatch_keys(c, cmd, &out);
-		return;
-	case COMMAND_TXN:
-		dispatch_txn(c, &out);
-		return;
-	case COMMAND_TRANSFER:
-		dispatch_transfer(c, &out);
-		return;
-	case COMMAND_REPLY:
-	case COMMAND_QUIT:
-		break;
 	}
 	conn_reply(c, out.reply->p, out.reply->len);
 	if (out.kind == COMMAND_QUIT)
@@ -432,7 +208,7 @@ static bool conn_parse(struct conn *c)
 	bool blocked = false;
 
 	while (!c->closing && pos < c->in.len) {
-		if (c->pending >= PENDING_MAX) {
+		if (requests_pending(&c->queue) >= PENDING_MAX) {
 			blocked = true;
 			break;
 		}
@@ -460,26 +236,6 @@ static bool conn_parse(struct conn *c)
 	}
 	buf_consume(&c->in, pos);
 	return blocked;
-}
-
-/* Moves the replies that are next in line to the output buffer. */
-static void conn_collect(struct conn *c)
-{
-	struct request *rq;
-
-	while ((rq = c->head) && rq->ready) {
-		c->head = rq->next;
-		if (!c->head)
-			c->tail = NULL;
-		c->pending--;
-		if (!c->broken)
-			buf_append(&c->out, rq->big ? rq->big : rq->reply,
-				   rq->reply_len);
-		free(rq->big);
-		free(rq->steps);
-		free(rq->xfer);
-		free(rq);
-	}
 }
 
 /* ---- the socket: recv, send, linger, close ---- */
@@ -559,7 +315,7 @@ static void conn_arm_recv(struct conn *c)
 
 	if (c->recv_armed || c->eof)
 		return;
-	if (c->closing ? !c->lingering : c->pending >= PENDING_MAX)
+	if (c->closing ? !c->lingering : requests_pending(&c->queue) >= PENDING_MAX)
 		return;
 	if (c->lingering)
 		c->in.len = 0; /* what it sends now is dropped */
@@ -647,7 +403,7 @@ static void conn_free(struct conn *c)
 /* Every request has been answered, or the peer is gone. */
 static bool conn_answered(const struct conn *c)
 {
-	return c->pending == 0 && c->out.len == 0 && !c->send_armed;
+	return requests_pending(&c->queue) == 0 && c->out.len == 0 && !c->send_armed;
 }
 
 /*
@@ -672,8 +428,8 @@ static void conn_pump(struct conn *c)
 
 	do {
 		blocked = conn_parse(c);
-		conn_collect(c);
-	} while (blocked && c->pending < PENDING_MAX);
+		requests_collect(&c->queue, &c->out, c->broken);
+	} while (blocked && requests_pending(&c->queue) < PENDING_MAX);
 	conn_send(c);
 	if (c->closing && !c->eof && !c->broken && !c->lingering &&
 	    !c->recv_armed && conn_answered(c))

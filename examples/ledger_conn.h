@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ledger_conn.h - ledger_server's front end: the RESP connections.
+ * ledger_conn.h - ledger_server's front end: the RESP connections
+ * (their requests and replies: ledger_request.h).
  *
  * The acceptor (acceptor.h) runs on worker 0 and deals connections
  * round-robin to the workers; a connection's recv and send then run on

@@ -1,0 +1,79 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_request.h - a connection's requests and their replies, in
+ * arrival order (ledger_conn.h says why that order). A parsed command
+ * becomes requests here; each request's message goes to its account's
+ * group, and its reply, once final, waits in the connection's queue
+ * until every earlier one has been taken.
+ */
+#ifndef LEDGER_REQUEST_H
+#define LEDGER_REQUEST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <aggring.h>
+
+#include "buf.h"
+#include "ledger_commands.h"
+#include "resp.h"
+
+struct conn;
+struct request;
+
+/* A connection's requests, oldest first. Its own: see below. */
+struct request_queue {
+	struct request *head, *tail;
+	unsigned pending; /* requests in the queue */
+};
+
+/* Requests in the queue (its owner reads it through this). */
+static inline unsigned requests_pending(const struct request_queue *q)
+{
+	return q->pending;
+}
+
+/* What the calls below need of the connection they act for. */
+struct request_ctx {
+	struct conn *conn;	    /* told through conn_request_ready() */
+	struct request_queue *queue;
+	struct buf *out;	    /* replies go here when nothing waits */
+	agr_dispatcher *disp;
+	unsigned worker;	    /* the connection's worker */
+};
+
+/*
+ * A reply known at once, queued behind the requests still running, or
+ * straight to the output when there are none.
+ */
+void requests_reply(const struct request_ctx *x, const char *p, size_t n);
+
+/*
+ * Turns a command that needs the accounts (COMMAND_ACCOUNT, _KEYS,
+ * _TXN, _TRANSFER) into requests and sends their messages; a message
+ * the dispatcher refuses is answered at once.
+ */
+void requests_dispatch(const struct request_ctx *x,
+		       const struct resp_command *cmd,
+		       const struct command_outcome *o);
+
+/*
+ * The dispatcher's completion of a request's message (any worker of
+ * `sched`): its reply is made and the request marked ready on the
+ * connection's worker.
+ */
+void requests_completed(agr_message *msg, int status, agr_scheduler *sched);
+
+/*
+ * Takes the replies that are next in line off the queue, into `out`
+ * (or drops them), and frees their requests.
+ */
+void requests_collect(struct request_queue *q, struct buf *out, bool drop);
+
+/*
+ * Provided by the connection (ledger_conn.c): a request of `c` became
+ * ready, on c's worker.
+ */
+void conn_request_ready(struct conn *c);
+
+#endif /* LEDGER_REQUEST_H */
