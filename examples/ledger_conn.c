@@ -162,8 +162,10 @@ void conn_request_ready(struct conn *c)
 void front_completed(agr_message *msg, int status, void *arg)
 {
 	struct front *f = arg;
+	struct request *rq = requests_completed(msg, status);
 
-	requests_completed(msg, status, f->sched);
+	if (rq) /* f->sched is set once a request can exist */
+		requests_route(rq, f->sched);
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)

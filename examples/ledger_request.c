@@ -104,19 +104,17 @@ static void request_ready(void *arg)
 	conn_request_ready(rq->conn);
 }
 
-void requests_completed(agr_message *msg, int status, agr_scheduler *sched)
+struct request *requests_completed(agr_message *msg, int status)
 {
 	struct request *rq = msg->user;
 	struct transfer *x = account_msg_of(msg)->xfer;
-	agr_worker *w = agr_worker_current();
-	int ret;
 
 	if (x) { /* a saga: replies when its last message completes */
 		if (!transfer_message_done(x))
-			return;
+			return NULL;
 		if (x->recovery) {
 			free(x); /* resumed at startup: nobody waits */
-			return;
+			return NULL;
 		}
 		rq = x->debit.msg.user;
 		rq->reply_len = (unsigned)command_transfer_reply(x, rq->reply);
@@ -131,13 +129,20 @@ void requests_completed(agr_message *msg, int status, agr_scheduler *sched)
 	} else
 		rq->reply_len = (unsigned)command_account_reply(&rq->am, status,
 								rq->reply);
+	return rq;
+}
+
+void requests_route(struct request *rq, agr_scheduler *sched)
+{
+	agr_worker *w = agr_worker_current();
+	int ret;
+
 	if (w && agr_worker_scheduler(w) == sched &&
 	    (unsigned)agr_worker_index(w) == rq->conn_worker) {
 		request_ready(rq);
 		return;
 	}
-	ret = agr_scheduler_schedule(sched, rq->conn_worker,
-				     request_ready, rq);
+	ret = agr_scheduler_schedule(sched, rq->conn_worker, request_ready, rq);
 	if (ret < 0) /* only after a forced stop: the connection is gone */
 		warnf("reply lost: %s", strerror(-ret));
 }

@@ -58,11 +58,16 @@ void requests_dispatch(const struct request_ctx *x,
 		       const struct command_outcome *o);
 
 /*
- * The dispatcher's completion of a request's message (any worker of
- * `sched`): its reply is made and the request marked ready on the
- * connection's worker.
+ * The dispatcher's completion of a request's message (any worker): makes
+ * its reply. Returns the request to hand back to its connection with
+ * requests_route(), or NULL when none waits (a saga not over yet, or a
+ * transfer resumed at startup, which may complete before the front
+ * has started).
  */
-void requests_completed(agr_message *msg, int status, agr_scheduler *sched);
+struct request *requests_completed(agr_message *msg, int status);
+
+/* Marks `rq` ready on its connection's worker (a worker of `sched`). */
+void requests_route(struct request *rq, agr_scheduler *sched);
 
 /*
  * Takes the replies that are next in line off the queue, into `out`
