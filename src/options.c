@@ -6,6 +6,8 @@
  */
 #include "options.h"
 
+#include "ring.h"
+
 #include <sched.h>
 #include <stddef.h>
 #include <string.h>
@@ -62,7 +64,7 @@ static int check_reserved(const char *who, const agr_supplier_options *o)
 
 static int check_entries(const char *who, const agr_supplier_options *o)
 {
-	unsigned sq = o->sq_entries ? o->sq_entries : 256;
+	unsigned sq = o->sq_entries ? o->sq_entries : AGR__RING_SQ_ENTRIES;
 
 	if (o->sq_entries &&
 	    (!power_of_two(o->sq_entries) || o->sq_entries > MAX_SQ_ENTRIES))
@@ -113,7 +115,7 @@ static int check_cpus(const char *who, const agr_supplier_options *o)
 
 static int check_loop(const char *who, const agr_supplier_options *o)
 {
-	unsigned sq = o->sq_entries ? o->sq_entries : 256;
+	unsigned sq = o->sq_entries ? o->sq_entries : AGR__RING_SQ_ENTRIES;
 
 	if (o->parallelism < 0)
 		return refuse(who, "parallelism", o->parallelism,

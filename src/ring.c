@@ -140,7 +140,8 @@ static unsigned rung_flags(const struct agr__ring_setup *setup, size_t i)
 static bool asked_for_more(const struct agr__ring_setup *setup)
 {
 	return setup->ring_flags || setup->sqpoll_cpu >= 0 ||
-	       setup->sq_entries != 256 || setup->cq_entries != 4096;
+	       setup->sq_entries != AGR__RING_SQ_ENTRIES ||
+	       setup->cq_entries != AGR__RING_CQ_ENTRIES;
 }
 
 static void log_fallback(const char *who, unsigned asked, unsigned got)

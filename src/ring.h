@@ -11,6 +11,10 @@
 
 #include <aggring/worker.h>
 
+/* A worker ring's entries unless agr_supplier_options say otherwise. */
+#define AGR__RING_SQ_ENTRIES 256
+#define AGR__RING_CQ_ENTRIES 4096
+
 /* What a worker asks of its ring (agr_supplier_options). */
 struct agr__ring_setup {
 	unsigned sq_entries, cq_entries;

@@ -31,8 +31,6 @@
  */
 #define REAP_LIMIT (8 * CQE_BATCH)
 #define INBOX_BATCH 256 /* items run between two looks at the ring */
-#define WORKER_SQ_ENTRIES 256	/* unless agr_supplier_options say */
-#define WORKER_CQ_ENTRIES 4096
 #define SQ_FLUSH_TRIES 4 /* without SUBMIT_ALL a submit may stop early */
 #define RAW_SLOTS 16	 /* room for raw SQEs at first; it grows */
 /*
@@ -960,7 +958,7 @@ const struct agr__worker_settings agr__worker_defaults = {
 
 static unsigned sq_entries_of(const struct agr__worker_settings *st)
 {
-	return st->sq_entries ? st->sq_entries : WORKER_SQ_ENTRIES;
+	return st->sq_entries ? st->sq_entries : AGR__RING_SQ_ENTRIES;
 }
 
 static unsigned cq_entries_of(const struct agr__worker_settings *st)
@@ -969,7 +967,7 @@ static unsigned cq_entries_of(const struct agr__worker_settings *st)
 
 	if (st->cq_entries)
 		return st->cq_entries;
-	return 2 * sq > WORKER_CQ_ENTRIES ? 2 * sq : WORKER_CQ_ENTRIES;
+	return 2 * sq > AGR__RING_CQ_ENTRIES ? 2 * sq : AGR__RING_CQ_ENTRIES;
 }
 
 /*
