@@ -57,6 +57,8 @@ struct agr__redis_conn {
 	bool sending;	    /* a send is in flight */
 	bool flush_queued;  /* the end-of-turn NOP is in flight */
 	uint64_t deadline;  /* of the attempts to connect; 0: none running */
+	struct sockaddr_storage addr; /* the kernel's until the connect ends */
+	socklen_t addrlen;
 
 	struct agr__redis_buf out;  /* appended, not yet handed to send */
 	struct agr__redis_buf wire; /* being sent */
@@ -234,9 +236,7 @@ static void on_connect(int res, void *arg)
 
 static void conn_attempt(struct agr__redis_conn *c)
 {
-	struct sockaddr_storage ss;
 	agr_io_params p = AGR_IO_PARAMS_INIT;
-	socklen_t len;
 	uint64_t now = now_ns();
 	int ret;
 
@@ -245,12 +245,12 @@ static void conn_attempt(struct agr__redis_conn *c)
 	if (c->deadline == 0)
 		c->deadline = now + c->connect_timeout_ns;
 	c->state = CONN_CONNECTING;
-	ret = conn_resolve(c, &ss, &len);
+	ret = conn_resolve(c, &c->addr, &c->addrlen);
 	if (ret < 0) {
 		conn_attempt_failed(c, ret);
 		return;
 	}
-	c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		conn_attempt_failed(c, -errno);
 		return;
@@ -258,8 +258,8 @@ static void conn_attempt(struct agr__redis_conn *c)
 	p.timeout_ns = c->deadline > now ? c->deadline - now : 1;
 	ret = agr_io_next(c->w, &p);
 	if (ret == 0)
-		ret = agr_io_connect(c->w, c->fd, (struct sockaddr *)&ss, len,
-				     on_connect, c);
+		ret = agr_io_connect(c->w, c->fd, (struct sockaddr *)&c->addr,
+				     c->addrlen, on_connect, c);
 	if (ret < 0) {
 		conn_die(c, ret);
 		return;

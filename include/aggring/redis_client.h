@@ -98,12 +98,14 @@ AGR_API int agr_redis_command_argv(agr_redis *r, const char *key,
 
 /*
  * The same with a hiredis format (redisFormatCommand: %s, %b with a
- * pointer and a size_t, %d, %lld ...); the key is given apart.
+ * pointer and a size_t, %d, %lld ...; each space-separated word is one
+ * argument); the key, a C string, is given apart (NULL: any node). No
+ * printf format attribute: the compiler would reject %b. Also -EINVAL
+ * for a format hiredis refuses.
  */
 AGR_API int agr_redis_command(agr_redis *r, const char *key,
 			      agr_redis_reply_fn cb, void *arg,
-			      const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+			      const char *fmt, ...);
 
 /* The cluster slot of a key, 0..16383, with {hash tag} rules. */
 AGR_API unsigned agr_redis_key_slot(const char *key, size_t len);
