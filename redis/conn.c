@@ -121,7 +121,8 @@ static void conn_break(struct agr__redis_conn *c, int err)
 		agr_io_cancel(c->w, c);
 	c->wire.len = 0;
 	c->wire_off = 0;
-	conn_fail(c, -ECONNRESET, true);
+	/* a force stop cancels the receive: that is not the server's doing */
+	conn_fail(c, agr_worker_interrupted() ? -ECANCELED : -ECONNRESET, true);
 	if (c->state == CONN_BROKEN && c->hooks->down)
 		c->hooks->down(c, err, c->hook_arg);
 }
@@ -458,6 +459,9 @@ int agr__redis_conn_append(struct agr__redis_conn *c, const char *cmd,
 		conn_flush_at_turn_end(c);
 	else if (c->state == CONN_IDLE)
 		conn_attempt(c);
+	/* a send that could not be submitted broke the connection */
+	if (c->state == CONN_BROKEN)
+		conn_step(c);
 	return 0;
 }
 
@@ -481,15 +485,38 @@ static void conn_step(struct agr__redis_conn *c)
 	}
 }
 
+static void on_closing(int res, void *arg)
+{
+	struct agr__redis_conn *c = arg;
+
+	(void)res;
+	c->ops--;
+	conn_step(c);
+}
+
+/*
+ * The connection is freed at the end of one of its handlers, never
+ * inside the call that closes it: the callers up the stack, and the
+ * reply callbacks that may have closed it, can still touch it.
+ */
 void agr__redis_conn_close(struct agr__redis_conn *c)
 {
+	struct io_uring_sqe *sqe;
+
 	if (c->state == CONN_CLOSING)
 		return;
 	c->state = CONN_CLOSING;
 	if (c->ops)
 		agr_io_cancel(c->w, c);
 	conn_fail(c, -ECANCELED, false);
-	/* not from inside one of c's handlers: they step when they end */
+	if (c->state != CONN_CLOSING || c->ops)
+		return;
+	if (agr_io_sqe(c->w, on_closing, c, &sqe) == 0) {
+		io_uring_prep_nop(sqe);
+		c->ops++;
+		return;
+	}
+	/* the worker is tearing down: no handler of c can be running */
 	conn_step(c);
 }
 
