@@ -192,6 +192,7 @@ static void on_incr(agr_redis *r, const redisReply *reply, int err, void *arg)
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	if (err == 0 && reply->type == REDIS_REPLY_INTEGER) {
 		if (reply->integer != c->next)
@@ -241,6 +242,7 @@ static void on_get_value(agr_redis *r, const redisReply *reply, int err,
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
 	    reply->len == c->want_len &&
@@ -365,6 +367,7 @@ static void on_blpop_sent(agr_redis *r, const redisReply *reply, int err,
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	one_done(c);
 }
@@ -516,6 +519,7 @@ static void on_ping_then_block(agr_redis *r, const redisReply *reply,
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	/* connected and answered: what follows is on the wire or queued */
 	tu_latch_count_down(&c->latch);
@@ -526,6 +530,7 @@ static void on_after_stop(agr_redis *r, const redisReply *reply, int err,
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 }
 
@@ -691,6 +696,7 @@ static void on_spread_get(agr_redis *r, const redisReply *reply, int err,
 	struct ctx *c = k->c;
 	char want[32];
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	snprintf(want, sizeof(want), "v%d", k->i);
 	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
