@@ -90,8 +90,8 @@ static void conn_fail(struct agr__redis_conn *c, int err, bool sent_only)
 			 : agr__redis_pipe_pop(&c->pipe, &e))
 		e.cb(e.arg, NULL, err);
 	if (!sent_only) {
-		c->out.len = 0;
-		c->wire.len = 0;
+		agr__redis_buf_clear(&c->out);
+		agr__redis_buf_clear(&c->wire);
 		c->wire_off = 0;
 	}
 }
@@ -119,7 +119,7 @@ static void conn_break(struct agr__redis_conn *c, int err)
 	c->state = CONN_BROKEN;
 	if (c->receiving || c->sending)
 		agr_io_cancel(c->w, c);
-	c->wire.len = 0;
+	agr__redis_buf_clear(&c->wire);
 	c->wire_off = 0;
 	/* a force stop cancels the receive: that is not the server's doing */
 	conn_fail(c, agr_worker_interrupted() ? -ECANCELED : -ECONNRESET, true);
@@ -343,8 +343,8 @@ static void on_send(int res, void *arg)
 			conn_break(c, res);
 		} else {
 			c->wire_off += (size_t)res;
-			if (c->wire_off >= c->wire.len) {
-				c->wire.len = 0;
+			if (c->wire_off >= agr__redis_buf_len(&c->wire)) {
+				agr__redis_buf_clear(&c->wire);
 				c->wire_off = 0;
 			}
 			conn_flush(c);
@@ -361,15 +361,17 @@ static void conn_flush(struct agr__redis_conn *c)
 
 	if (c->state != CONN_READY || c->sending)
 		return;
-	if (c->wire.len == 0) {
-		if (c->out.len == 0)
+	if (agr__redis_buf_len(&c->wire) == 0) {
+		if (agr__redis_buf_len(&c->out) == 0)
 			return;
 		agr__redis_buf_swap(&c->out, &c->wire);
 		c->wire_off = 0;
 		agr__redis_pipe_mark_sent(&c->pipe);
 	}
-	ret = agr_io_send(c->w, c->fd, c->wire.data + c->wire_off,
-			  c->wire.len - c->wire_off, MSG_NOSIGNAL, on_send, c);
+	ret = agr_io_send(c->w, c->fd,
+			  agr__redis_buf_data(&c->wire) + c->wire_off,
+			  agr__redis_buf_len(&c->wire) - c->wire_off,
+			  MSG_NOSIGNAL, on_send, c);
 	if (ret < 0) {
 		conn_break(c, ret);
 		return;
