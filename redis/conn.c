@@ -44,6 +44,8 @@ struct agr__redis_conn {
 	char *host;
 	int port;
 	char *name;
+	char *username;
+	char *password;
 	uint64_t connect_timeout_ns;
 	uint64_t reconnect_delay_ns;
 	agr_redis_stats *stats;
@@ -423,24 +425,53 @@ static void ignore_reply(void *arg, struct redisReply *reply, int err)
 	(void)err;
 }
 
-/* CLIENT SETNAME, ahead of the commands that waited for the connection. */
-static int conn_hello(struct agr__redis_conn *c)
+/* A command of the connection's own, ahead of everything queued. */
+static int conn_prepend(struct agr__redis_conn *c, agr__redis_reply_cb cb,
+			int argc, const char **argv)
 {
 	char *cmd;
 	int len, ret;
 
-	if (!c->name)
-		return 0;
-	len = redisFormatCommand(&cmd, "CLIENT SETNAME %s", c->name);
+	len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
 	if (len < 0)
 		return -ENOMEM;
-	ret = agr__redis_pipe_push_front(&c->pipe, ignore_reply, NULL);
+	ret = agr__redis_pipe_push_front(&c->pipe, cb, c);
 	if (ret == 0) {
 		ret = agr__redis_buf_prepend(&c->out, cmd, (size_t)len);
 		if (ret < 0)
 			agr__redis_pipe_drop_front(&c->pipe);
 	}
 	redisFreeCommand(cmd);
+	return ret;
+}
+
+/*
+ * A refused AUTH is logged; the commands behind it run as the
+ * connection's user before AUTH (NOAUTH errors where the default user
+ * needs a password).
+ */
+static void on_auth(void *arg, struct redisReply *reply, int err)
+{
+	struct agr__redis_conn *c = arg;
+
+	if (err == 0 && reply->type == REDIS_REPLY_ERROR)
+		agr_log(AGR_LOG_ERROR, "redis %s:%d: AUTH refused: %s",
+			c->host, c->port, reply->str);
+}
+
+/* AUTH, then CLIENT SETNAME, ahead of the commands that waited. */
+static int conn_hello(struct agr__redis_conn *c)
+{
+	const char *setname[] = { "CLIENT", "SETNAME", c->name };
+	const char *auth[] = { "AUTH", c->username ? c->username : c->password,
+			       c->password };
+	int ret = 0;
+
+	if (c->name)
+		ret = conn_prepend(c, ignore_reply, 3, setname);
+	if (ret == 0 && c->password)
+		ret = c->username ? conn_prepend(c, on_auth, 3, auth)
+				  : conn_prepend(c, on_auth, 2, auth);
 	return ret;
 }
 
@@ -539,6 +570,10 @@ void agr__redis_conn_free(struct agr__redis_conn *c)
 	agr__redis_pipe_free(&c->pipe);
 	free(c->host);
 	free(c->name);
+	free(c->username);
+	if (c->password) /* do not leave it in freed memory */
+		explicit_bzero(c->password, strlen(c->password));
+	free(c->password);
 	free(c);
 }
 
@@ -550,13 +585,16 @@ int agr__redis_conn_new(const struct agr__redis_conn_config *cfg,
 
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
 	c->w = cfg->w;
 	c->host = strdup(cfg->host);
 	c->name = cfg->name ? strdup(cfg->name) : NULL;
-	if (!c->host || (cfg->name && !c->name)) {
-		free(c->host);
-		free(c->name);
-		free(c);
+	c->username = cfg->username ? strdup(cfg->username) : NULL;
+	c->password = cfg->password ? strdup(cfg->password) : NULL;
+	if (!c->host || (cfg->name && !c->name) ||
+	    (cfg->username && !c->username) ||
+	    (cfg->password && !c->password)) {
+		agr__redis_conn_free(c);
 		return -ENOMEM;
 	}
 	c->port = cfg->port;

@@ -37,6 +37,8 @@ struct agr__redis_conn_config {
 	const char *host;
 	int port;
 	const char *name;	/* CLIENT SETNAME on each connect; NULL: none */
+	const char *username;	/* AUTH username password; NULL: AUTH password */
+	const char *password;	/* NULL: no AUTH */
 	uint64_t connect_timeout_ns;
 	uint64_t reconnect_delay_ns;
 	agr_redis_stats *stats; /* connects and sends are counted there */

@@ -57,6 +57,10 @@ typedef struct agr_redis_options {
 	uint64_t reconnect_delay_ns; /* between attempts; 0: 100 ms */
 	const char *name;     /* CLIENT SETNAME and log lines; NULL:
 			       * "aggring" */
+	const char *username; /* ACL user (Redis 6+): AUTH username
+			       * password; NULL: AUTH password alone */
+	const char *password; /* AUTH on each connection before anything
+			       * else; NULL: none. Copied. */
 	uint64_t reserved[8];
 } agr_redis_options;
 
