@@ -83,19 +83,23 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Completes entries with `err`: every one, or only those on the wire. */
+/*
+ * Completes entries with `err`: every one, or only those on the wire.
+ * Only those there now: a callback may append commands, which stay.
+ */
 static void conn_fail(struct agr__redis_conn *c, int err, bool sent_only)
 {
+	size_t n = sent_only ? agr__redis_pipe_sent(&c->pipe)
+			     : agr__redis_pipe_len(&c->pipe);
 	struct agr__redis_pending e;
 
-	while (sent_only ? agr__redis_pipe_pop_sent(&c->pipe, &e)
-			 : agr__redis_pipe_pop(&c->pipe, &e))
-		e.cb(e.arg, NULL, err);
 	if (!sent_only) {
 		agr__redis_buf_clear(&c->out);
 		agr__redis_buf_clear(&c->wire);
 		c->wire_off = 0;
 	}
+	while (n-- && agr__redis_pipe_pop(&c->pipe, &e))
+		e.cb(e.arg, NULL, err);
 }
 
 /* The worker is stopping: no more I/O can be submitted. */

@@ -313,10 +313,28 @@ START_TEST(single_server_errors_are_replies)
 }
 END_TEST
 
+/* Issues one more command from the failed one's callback: it must stay. */
+static void on_refused_again(agr_redis *r, const redisReply *reply, int err,
+			     void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(r == c->r);
+	tally(c, reply, err);
+	TU_EXPECT(agr_redis_command(r, NULL, on_any, c, "PING") == 0);
+	one_done(c);
+}
+
 static void phase_refused(struct ctx *c)
 {
 	TU_EXPECT(agr_redis_command(c->r, NULL, on_any, c, "PING") == 0);
 	TU_EXPECT(agr_redis_command(c->r, NULL, on_any, c, "PING") == 0);
+}
+
+static void phase_refused_again(struct ctx *c)
+{
+	TU_EXPECT(agr_redis_command(c->r, NULL, on_refused_again, c,
+				    "PING") == 0);
 }
 
 START_TEST(single_connection_refused_times_out)
@@ -343,9 +361,12 @@ START_TEST(single_connection_refused_times_out)
 	/* a later command tries again, and fails the same way */
 	run_phase(&c, phase_refused, 2);
 	ck_assert_int_eq(c.timeouts, 4);
+	/* one issued from a failure's callback gets its own attempts */
+	run_phase(&c, phase_refused_again, 2);
+	ck_assert_int_eq(c.timeouts, 6);
 	close_client(&c);
 	ck_assert_uint_eq(c.stats.connects, 0);
-	ck_assert_uint_eq(c.stats.failures, 4);
+	ck_assert_uint_eq(c.stats.failures, 6);
 	close(fd);
 	rig_down();
 }
