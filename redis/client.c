@@ -138,7 +138,11 @@ static void conn_down(struct agr__redis_conn *c, int err, void *arg)
 
 	(void)c;
 	(void)err;
-	/* the node may have gone for good: ask the others who serves what */
+	/*
+	 * The node may have gone for good (a replica took over): ask the
+	 * others who serves what, after each failed attempt too, so that
+	 * new commands reach the new master once the map says so.
+	 */
 	if (r->cluster && !r->closing)
 		client_refresh(r);
 }

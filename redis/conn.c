@@ -181,6 +181,9 @@ static void conn_attempt_failed(struct agr__redis_conn *c, int err)
 	if (delay > c->deadline - now)
 		delay = c->deadline - now;
 	conn_wait_retry(c, delay ? delay : 1);
+	/* the node may be gone for good, its slots served elsewhere now */
+	if (c->state == CONN_WAITING && c->hooks->down)
+		c->hooks->down(c, err, c->hook_arg);
 }
 
 static int conn_resolve(struct agr__redis_conn *c, struct sockaddr_storage *ss,

@@ -26,7 +26,10 @@ struct agr__redis_conn;
 struct agr__redis_conn_hooks {
 	/* Connected (again); commands waiting go out next. */
 	void (*up)(struct agr__redis_conn *c, void *arg);
-	/* The connection failed (err) and will be made again. */
+	/*
+	 * The connection failed (err), or an attempt to make it again did;
+	 * another attempt follows after the delay.
+	 */
 	void (*down)(struct agr__redis_conn *c, int err, void *arg);
 	/* After agr__redis_conn_close(): c is freed when this returns. */
 	void (*closed)(struct agr__redis_conn *c, void *arg);

@@ -21,7 +21,10 @@
  * before Redis 7), sends each command to the master of its key's slot
  * (CRC16 of the key or of its {hash tag}, mod 16384), follows MOVED
  * (and refreshes the map) and ASK (ASKING first), and after a node's
- * connection fails reconnects and refreshes the map.
+ * connection fails reconnects and refreshes the map (after each failed
+ * attempt too). Commands not yet sent on the failed connection wait for
+ * it, up to connect_timeout_ns, even if a replica took over meanwhile;
+ * later ones follow the new map.
  *
  * Blocking commands (XREADGROUP ... BLOCK, BLPOP) hold up every command
  * pipelined behind them on the same connection: give them a client of
