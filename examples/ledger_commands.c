@@ -164,9 +164,9 @@ static void run_strlen(const struct command_ctx *x)
 }
 
 /*
- * SET key value [REQID id]: a value that is a balance (an integer >= 0
- * as Redis prints it) makes the key an account holding it; any other
- * a string key (ledger_accounts.h).
+ * SET key value [REQID id]: a value that is an integer as Redis prints
+ * it makes the key an account holding it (never negative); any other a
+ * string key (ledger_accounts.h).
  */
 static void run_set(const struct command_ctx *x)
 {
@@ -175,8 +175,11 @@ static void run_set(const struct command_ctx *x)
 
 	if (!account_key(x, &x->cmd->argv[1]) || !parse_reqid(x, 3))
 		return;
-	if (resp_parse_ll(val->p, val->len, &v) && v >= 0) {
-		to_account(x, OP_SET, v);
+	if (resp_parse_ll(val->p, val->len, &v)) {
+		if (v < 0)
+			reply_error_out(x, "ERR a balance cannot be negative");
+		else
+			to_account(x, OP_SET, v);
 		return;
 	}
 	if (val->len > VALUE_MAX) {
@@ -873,10 +876,14 @@ size_t command_transfer_reply(const struct transfer *x, char *dst)
 			       error_reply(dst, "ERR value is not an integer "
 					   "or out of range") :
 			       error_reply(dst, "ERR internal error");
-	case TRANSFER_REFUNDED:
-		return error_reply(dst, "ERR transfer refused by the "
-				   "destination (a string, or its balance "
-				   "would overflow); refunded");
+	case TRANSFER_REFUNDED: /* a retry knows only that it was */
+		return error_reply(dst, x->refusal == ACCOUNT_OVERFLOW ?
+			"ERR transfer refused by the destination (its "
+			"balance would overflow); refunded" :
+			x->refusal == ACCOUNT_NOT_INTEGER ?
+			"ERR transfer refused by the destination (it holds "
+			"a string); refunded" :
+			"ERR transfer refused by the destination; refunded");
 	case TRANSFER_UNFINISHED:
 		return error_reply(dst, "ERR server is shutting down; the "
 				   "transfer completes at restart");

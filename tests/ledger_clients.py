@@ -105,8 +105,15 @@ def data_commands(r):
     check("DEL", r.delete("py:a", "py:none"), 1)
     check("DEL closed it", (r.get("py:a"), r.exists("py:a")), (None, 0))
     check("DBSIZE", r.dbsize(), n - 1)
-    raises("SET a word", redis.ResponseError, lambda: r.set("py:b", "x"),
-           "not an integer")
+    check("SET a string", r.set("py:b", "x y\r\nz"), True)
+    check("GET it", r.get("py:b"), b"x y\r\nz")
+    raises("INCRBY a string", redis.ResponseError,
+           lambda: r.incrby("py:b", 1), "value is not an integer")
+    check("the string unchanged", r.get("py:b"), b"x y\r\nz")
+    raises("a string over 256 bytes", redis.ResponseError,
+           lambda: r.set("py:b", "s" * 257), "string value too long")
+    check("SET a balance over a string", r.set("py:b", 3), True)
+    check("an account again", r.incrby("py:b", 1), 4)
     big = "e" * (MAX_BULK - 100)
     check("ECHO near the bulk limit", r.echo(big), big.encode())
 
