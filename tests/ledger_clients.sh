@@ -190,6 +190,16 @@ if [ -n "$python" ]; then
 	expect 5 INCRBY py:id 5 REQID dep-1
 	expect OK SET py:id 0 REQID set-1
 	expect 90 GET py:id
+	expect 70 TRANSFER py:src py:dst 30 REQID xfer-1
+	printf 'MULTI REQID txn-1\nINCRBY py:src 10\nDECRBY py:src 1000\nGET py:src\nEXEC\n' |
+		cli >"$tmp/multi"
+	[ "$(tr '\n' ' ' <"$tmp/multi")" = \
+		"OK QUEUED QUEUED QUEUED 75 ERR insufficient funds  75 " ] ||
+		fail "MULTI REQID txn-1 after the restart: $(cat "$tmp/multi")"
+	echo "ok: MULTI REQID txn-1 after the restart: its first reply"
+	expect 75 GET py:src
+	expect 35 GET py:dst
+	expect v7 GET py:scan:7
 	stop_server "$tmp/server1b.log"
 fi
 
