@@ -218,8 +218,9 @@ static void run_transfer(const struct command_ctx *x)
 	}
 	if (!parse_reqid(x, 4))
 		return;
-	if (x->out->reqid.len >= REQID_MAX ||
-	    memchr(x->out->reqid.p, ':', x->out->reqid.len)) {
+	if (x->out->reqid.len &&
+	    (x->out->reqid.len >= REQID_MAX ||
+	     memchr(x->out->reqid.p, ':', x->out->reqid.len))) {
 		reply_error_out(x, "ERR invalid request id: a transfer's is 1 "
 			    "to 63 printable characters, no spaces, no ':'");
 		return;
@@ -314,8 +315,9 @@ static void run_multi(const struct command_ctx *x)
 	if (!parse_reqid(x, 1))
 		return;
 	x->out->kind = COMMAND_REPLY;
-	memcpy(x->s->multi_reqid, x->out->reqid.p, x->out->reqid.len);
-	x->s->multi_reqid[x->out->reqid.len] = '\0';
+	snprintf(x->s->multi_reqid, sizeof(x->s->multi_reqid), "%.*s",
+		 (int)x->out->reqid.len,
+		 x->out->reqid.len ? x->out->reqid.p : "");
 	x->s->multi_key[0] = '\0';
 	x->out->reqid = (struct resp_arg){ NULL, 0 };
 	x->s->multi = true;
