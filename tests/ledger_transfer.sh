@@ -2,10 +2,10 @@
 # TRANSFER as a saga across two accounts' groups: settled, refused,
 # refunded; a crash (SIGKILL, --crash-after) at each step, then a
 # restart that finishes or compensates the open transfer, and the
-# client's retry with the same REQID that answers the first reply and
-# applies nothing; and many
-# concurrent transfers, after which the sum of the balances is what it
-# was. Exit 0 pass, 1 fail, 77 skip (no redis-cli or no io_uring).
+# client's retry under the same REQID, which answers the first reply and
+# applies nothing; and many concurrent transfers, after which the sum of
+# the balances is what it was. Exit 0 pass, 1 fail, 77 skip (no
+# redis-cli or no io_uring).
 set -u
 
 if ! command -v redis-cli >/dev/null 2>&1; then
