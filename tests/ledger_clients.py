@@ -266,11 +266,22 @@ def watches(r):
                              ("INCR", "py:w"), ("MULTI",), ("INCR", "py:w"),
                              ("EXEC",)]]
     check("UNWATCH: EXEC runs", got[5], [24])
+    # Pipelined in one write: the WATCH is read on the key's group
+    # before the EXEC that follows it on the same connection.
+    check("WATCH, MULTI, INCR, EXEC in one write",
+          authed_exchange(b"WATCH py:w\r\nMULTI\r\nINCR py:w\r\n"
+                          b"EXEC\r\nQUIT\r\n"),
+          b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:25\r\n+OK\r\n")
+    check("a pipelined write after WATCH aborts EXEC",
+          authed_exchange(b"WATCH py:w\r\nINCR py:w\r\nMULTI\r\n"
+                          b"INCR py:w\r\nEXEC\r\nGET py:w\r\nQUIT\r\n"),
+          b"+OK\r\n:26\r\n+OK\r\n+QUEUED\r\n*-1\r\n$2\r\n26\r\n"
+          b"+OK\r\n")
     got = [cmd(*c) for c in [("WATCH", "py:w", "py:other"), ("MULTI",),
                              ("INCR", "py:w"), ("EXEC",)]]
     check("watching another account: CROSSSLOT",
           "CROSSSLOT" in str(got[3]), True)
-    check("nothing applied", r.get("py:w"), b"24")
+    check("nothing applied", r.get("py:w"), b"26")
 
 
 def scans(r):
