@@ -62,10 +62,13 @@ AGR_API int agr_wow_event_stream_encode(const agr_wow_event_stream *s,
 					char **json, size_t *len)
 {
 	struct agr__wow_buf b = { 0 };
-	size_t i;
+	size_t i, hint;
 
 	if (!s || !json || !stream_ok(s))
 		return -EINVAL;
+	for (i = 0, hint = 512; i < s->event_count; i++)
+		hint += s->events[i].body_len + 192;
+	agr__wow_buf_hint(&b, hint);
 	agr__wow_buf_bytes(&b, "{", 1);
 	agr__wow_json_key(&b, "id", true);
 	agr__wow_json_string(&b, s->id);

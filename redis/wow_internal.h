@@ -39,6 +39,8 @@ struct agr__wow_buf {
 	int err; /* the first failure (-ENOMEM, -EILSEQ, ...), sticky */
 };
 
+/* Sizes an empty buffer for about `n` bytes: one allocation, not a few. */
+void agr__wow_buf_hint(struct agr__wow_buf *b, size_t n);
 void agr__wow_buf_bytes(struct agr__wow_buf *b, const void *p, size_t n);
 void agr__wow_buf_str(struct agr__wow_buf *b, const char *s);
 void agr__wow_buf_b64(struct agr__wow_buf *b, const char *s, size_t n);
