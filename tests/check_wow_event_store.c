@@ -42,9 +42,11 @@ static struct server servers[2] = { { .cluster = false },
 				    { .cluster = true } };
 static struct server *server = &servers[0]; /* the fixture's */
 
-static int free_port(void)
+/* Binds loopback port `want` (0: any) and returns the port, or -1. */
+static int try_port(int want)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)want),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
@@ -55,6 +57,20 @@ static int free_port(void)
 	if (fd >= 0)
 		close(fd);
 	return port;
+}
+
+/* A cluster node also listens on port + 10000, its cluster bus. */
+static int free_port(bool cluster)
+{
+	for (int i = 0; i < 100; i++) {
+		int port = try_port(0);
+
+		if (port < 0 || !cluster)
+			return port;
+		if (port <= 65535 - 10000 && try_port(port + 10000) > 0)
+			return port;
+	}
+	return -1;
 }
 
 static redisContext *connect_to(int port)
@@ -144,7 +160,7 @@ static bool server_start(struct server *sv)
 	redisReply *r;
 	bool ok;
 
-	sv->port = free_port();
+	sv->port = free_port(sv->cluster);
 	if (sv->port < 0)
 		return false;
 	if (sv->cluster) {
