@@ -272,6 +272,7 @@ int agr__wow_json_get_header(struct json_object *o, const char *what,
 			     const char *key, agr_wow_header **out,
 			     size_t *count)
 {
+	struct json_object_iterator it, end;
 	struct json_object *v;
 	agr_wow_header *h;
 	size_t n, i = 0;
@@ -289,7 +290,12 @@ int agr__wow_json_get_header(struct json_object *o, const char *what,
 	h = calloc(n, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	json_object_object_foreach(v, k, val) {
+	for (it = json_object_iter_begin(v), end = json_object_iter_end(v);
+	     !json_object_iter_equal(&it, &end) && i < n;
+	     json_object_iter_next(&it), i++) {
+		const char *k = json_object_iter_peek_name(&it);
+		struct json_object *val = json_object_iter_peek_value(&it);
+
 		if (!val || !json_object_is_type(val, json_type_string)) {
 			agr_log(AGR_LOG_WARN,
 				"%s: header \"%s\" is not a string", what, k);
@@ -298,7 +304,6 @@ int agr__wow_json_get_header(struct json_object *o, const char *what,
 		}
 		h[i].key = k;
 		h[i].value = json_object_get_string(val);
-		i++;
 	}
 	*out = h;
 	*count = i;

@@ -172,7 +172,8 @@ START_TEST(test_alias_topics_groups_lease)
 			 0);
 	ck_assert_str_eq(s, "bank-service.Account:state");
 	free(s);
-	ck_assert_int_eq(agr_wow_topic(&tck, 3, &s, NULL), -EINVAL);
+	ck_assert_int_eq(agr_wow_topic(&tck, (agr_wow_topic_kind)(AGR_WOW_TOPIC_STATE + 1),
+				       &s, NULL), -EINVAL);
 
 	ck_assert_int_eq(agr_wow_dispatcher_group("bank-service",
 						  AGR_WOW_DISPATCHER_COMMAND,
@@ -558,6 +559,31 @@ END_TEST
 
 START_TEST(test_stream_defaults_and_errors)
 {
+	static const char *const bad[] = {
+		/* empty body */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
+		"\"body\":[],\"createTime\":1}",
+		/* an item without revision */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
+		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"bodyType\":\"b\","
+		"\"body\":{}}],\"createTime\":1}",
+		/* version 0 */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":0,"
+		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
+		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
+		/* no commandId */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"requestId\":\"r\",\"version\":1,"
+		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
+		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
+	};
 	const agr_wow_event evs[2] = {
 		{ "e1", "Deposited", NULL, "bank.Deposited", "{\"n\":1}", 7 },
 		{ "e2", "Noted", "2.0", "bank.Noted", "\"text\"", 6 },
@@ -597,31 +623,6 @@ START_TEST(test_stream_defaults_and_errors)
 	ck_assert_int_eq(agr_wow_event_stream_encode(&s, &json, &len),
 			 -EINVAL);
 
-	static const char *const bad[] = {
-		/* empty body */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
-		"\"body\":[],\"createTime\":1}",
-		/* an item without revision */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
-		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"bodyType\":\"b\","
-		"\"body\":{}}],\"createTime\":1}",
-		/* version 0 */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":0,"
-		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
-		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
-		/* no commandId */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"requestId\":\"r\",\"version\":1,"
-		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
-		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
-	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		d = (agr_wow_event_stream *)1;
 		ck_assert_int_eq(agr_wow_event_stream_decode(bad[i],
@@ -765,7 +766,9 @@ END_TEST
 
 static void quiet(agr_log_level level, const char *msg, void *arg)
 {
-	(void)level, (void)msg, (void)arg;
+	(void)level;
+	(void)msg;
+	(void)arg;
 }
 
 static Suite *codec_suite(void)

@@ -90,7 +90,7 @@ static redisContext *sync_connect(void)
 	return connect_to(server->port);
 }
 
-static void server_exec(struct server *sv)
+static _Noreturn void server_exec(struct server *sv)
 {
 	char port[16];
 
@@ -369,7 +369,9 @@ static void load_cb(agr_wow_event_store *es, int status,
 {
 	struct step *s = arg;
 
-	(void)es, (void)json, (void)json_len;
+	(void)es;
+	(void)json;
+	(void)json_len;
 	s->count = count;
 	for (size_t i = 0; i < count && i < 8; i++) {
 		s->versions[i] = streams[i]->version;
@@ -592,7 +594,8 @@ START_TEST(test_load_last_exists)
 		snprintf(req, sizeof(req), "r%d", v);
 		ck_assert_int_eq(append(s.id, "", req, v), 0);
 	}
-	s.head = 2, s.tail = 4;
+	s.head = 2;
+	s.tail = 4;
 	run(&s, load_step);
 	ck_assert_int_eq(s.status, 0);
 	ck_assert_uint_eq(s.count, 3);
@@ -602,7 +605,8 @@ START_TEST(test_load_last_exists)
 		ck_assert_str_eq(s.request_ids[i], req);
 		ck_assert_str_eq(s.event_names[i], "Deposited");
 	}
-	s.head = AGR_WOW_VERSION_MIN, s.tail = AGR_WOW_VERSION_MAX;
+	s.head = AGR_WOW_VERSION_MIN;
+	s.tail = AGR_WOW_VERSION_MAX;
 	run(&s, load_step);
 	ck_assert_uint_eq(s.count, 5);
 	s.head = 6;
@@ -626,7 +630,8 @@ START_TEST(test_load_last_exists)
 	ck_assert_int_eq(s.value, 0);
 
 	/* bad input fails the call, and the callback never runs */
-	s.head = 3, s.tail = 2;
+	s.head = 3;
+	s.tail = 2;
 	run(&s, load_step);
 	ck_assert_int_eq(s.status, -EINVAL);
 	s.id = "\xed\xa0\x80";
@@ -730,7 +735,9 @@ END_TEST
 
 static void quiet(agr_log_level level, const char *msg, void *arg)
 {
-	(void)level, (void)msg, (void)arg;
+	(void)level;
+	(void)msg;
+	(void)arg;
 }
 
 static void add_tests(TCase *tc)
