@@ -413,6 +413,18 @@ START_TEST(test_command_decode_bad)
 		"\"bodyType\":\"b\",\"body\":{},\"createTime\":1}",
 		/* invalid UTF-8 inside a string */
 		"{\"id\":\"\xff\"}",
+		/* an encoded lone surrogate (json-c lets it through) */
+		"{\"id\":\"i\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"name\":\"N\",\"header\":{},\"tenantId\":\"t\","
+		"\"aggregateId\":\"a\xed\xb2\xb0\",\"requestId\":\"r\","
+		"\"isCreate\":true,\"bodyType\":\"b\",\"body\":{},"
+		"\"createTime\":1}",
+		/* the same in a header value */
+		"{\"id\":\"i\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"name\":\"N\",\"header\":{\"k\":\"\xed\xa0\x80\"},"
+		"\"tenantId\":\"t\",\"aggregateId\":\"a\",\"requestId\":\"r\","
+		"\"isCreate\":true,\"bodyType\":\"b\",\"body\":{},"
+		"\"createTime\":1}",
 	};
 	agr_wow_command *c;
 
@@ -788,7 +800,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(json, test_command_decode_defaults_unknown_order);
 	tcase_add_loop_test(json, test_command_decode_missing_required, 0, 12);
 	tcase_add_loop_test(json, test_command_decode_optional_absent, 0, 5);
-	tcase_add_loop_test(json, test_command_decode_bad, 0, 11);
+	tcase_add_loop_test(json, test_command_decode_bad, 0, 13);
 	tcase_add_test(json, test_command_escapes_and_round_trip);
 	tcase_add_test(json, test_stream_spec_example);
 	tcase_add_test(json, test_stream_defaults_and_errors);
