@@ -134,6 +134,20 @@ START_TEST(test_es_keys_wow_examples)
 			  agr_redis_key_slot(k.ids, k.ids_len));
 	agr_wow_es_keys_free(&k);
 
+	/* RedisEventStoreScanTest: the append script's keys and members */
+	ck_assert_int_eq(agr_wow_es_keys_build(&order, "order-1", "tenant-1",
+					       &k), 0);
+	ck_assert_int_eq(k.bucket, 114);
+	ck_assert_str_eq(k.stream, "{v2:es:b3JkZXItc2VydmljZQ.b3JkZXI:114}:"
+				   "b3JkZXItMQ.dGVuYW50LTE");
+	ck_assert_str_eq(k.ids, "{v2:es:b3JkZXItc2VydmljZQ.b3JkZXI:114}:ids");
+	ck_assert_str_eq(k.req_idx, "{v2:es:b3JkZXItc2VydmljZQ.b3JkZXI:114}:"
+				    "b3JkZXItMQ.dGVuYW50LTE:req_idx");
+	ck_assert_str_eq(k.member, "006f0072006400650072002d0031.dGVuYW50LTE");
+	ck_assert_str_eq(k.member_prefix, "006f0072006400650072002d0031.");
+	ck_assert_str_eq(k.member_after, "006f0072006400650072002d0031/");
+	agr_wow_es_keys_free(&k);
+
 	/* the default tenant "(0)", and the empty tenant */
 	ck_assert_int_eq(agr_wow_es_keys_build(&tck, "order-1", NULL, &k), 0);
 	ck_assert_str_eq(k.stream, "{v2:es:dGNr.bW9ja19hZ2dyZWdhdGU:114}:"
