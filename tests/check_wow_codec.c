@@ -768,6 +768,68 @@ START_TEST(test_state_event)
 }
 END_TEST
 
+START_TEST(test_snapshot_document)
+{
+	static const char expect[] =
+		"{\"contextName\":\"order-service\",\"aggregateName\":\"order\","
+		"\"aggregateId\":\"order-001\",\"tenantId\":\"tenant-001\","
+		"\"ownerId\":\"\",\"spaceId\":\"\",\"version\":10,"
+		"\"eventId\":\"event-010\",\"firstOperator\":\"user-001\","
+		"\"operator\":\"user-002\",\"firstEventTime\":1699920000000,"
+		"\"eventTime\":1699930000000,\"state\":{\"id\":\"order-001\","
+		"\"status\":\"PAID\",\"totalAmount\":100.00},"
+		"\"snapshotTime\":1699930000001,\"tags\":{},\"deleted\":false}";
+	static const char state[] = "{\"id\":\"order-001\",\"status\":"
+				    "\"PAID\",\"totalAmount\":100.00}";
+	agr_wow_snapshot s = {
+		.context_name = "order-service", .aggregate_name = "order",
+		.aggregate_id = "order-001", .tenant_id = "tenant-001",
+		.version = 10, .event_id = "event-010",
+		.first_operator = "user-001", .operator_ = "user-002",
+		.first_event_time = 1699920000000,
+		.event_time = 1699930000000,
+		.state = state, .state_len = sizeof(state) - 1,
+		.snapshot_time = 1699930000001,
+	}, *d;
+	char *json, *cut;
+	size_t len;
+
+	ck_assert_int_eq(agr_wow_snapshot_encode(&s, &json, &len), 0);
+	ck_assert_str_eq(json, expect);
+	ck_assert_int_eq(agr_wow_snapshot_decode(json, len, &d), 0);
+	ck_assert_str_eq(d->aggregate_id, "order-001");
+	ck_assert_str_eq(d->tenant_id, "tenant-001");
+	ck_assert_int_eq(d->version, 10);
+	ck_assert_str_eq(d->event_id, "event-010");
+	ck_assert_str_eq(d->operator_, "user-002");
+	ck_assert_int_eq(d->event_time, 1699930000000);
+	ck_assert_int_eq(d->snapshot_time, 1699930000001);
+	ck_assert_str_eq(d->state, state);
+	ck_assert_str_eq(d->tags, "{}");
+	ck_assert(!d->deleted);
+	agr_wow_snapshot_free(d);
+
+	/* snapshotTime and deleted are required; eventId is not */
+	cut = strdup(json);
+	memmove(strstr(cut, "\"snapshotTime\""), strstr(cut, "\"tags\""),
+		strlen(strstr(cut, "\"tags\"")) + 1);
+	ck_assert_int_eq(agr_wow_snapshot_decode(cut, strlen(cut), &d),
+			 -EBADMSG);
+	free(cut);
+	cut = strdup(json);
+	memmove(strstr(cut, "\"eventId\""), strstr(cut, "\"firstOperator\""),
+		strlen(strstr(cut, "\"firstOperator\"")) + 1);
+	ck_assert_int_eq(agr_wow_snapshot_decode(cut, strlen(cut), &d), 0);
+	ck_assert_str_eq(d->event_id, "");
+	agr_wow_snapshot_free(d);
+	free(cut);
+	free(json);
+
+	s.version = 0;
+	ck_assert_int_eq(agr_wow_snapshot_encode(&s, &json, &len), -EINVAL);
+}
+END_TEST
+
 /* Every cut of a valid document is refused, none crashes or leaks. */
 START_TEST(test_truncations_refused)
 {
@@ -820,6 +882,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(json, test_stream_defaults_and_errors);
 	tcase_add_test(json, test_truncations_refused);
 	tcase_add_test(json, test_state_event);
+	tcase_add_test(json, test_snapshot_document);
 	suite_add_tcase(s, json);
 	return s;
 }

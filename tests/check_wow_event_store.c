@@ -242,7 +242,7 @@ struct step {
 	int32_t versions[8];
 	char request_ids[8][32];
 	char event_names[8][32];
-	char snapshot[256];
+	char snapshot[1024];
 };
 
 static void step_run(void *arg)
@@ -702,6 +702,37 @@ START_TEST(test_snapshot_guard)
 }
 END_TEST
 
+/* A snapshot document from agr_wow_snapshot_encode, stored and read back. */
+START_TEST(test_snapshot_wow_document)
+{
+	static const char state[] = "{\"balance\":42}";
+	const agr_wow_snapshot snap = {
+		.context_name = "bank", .aggregate_name = "Account",
+		.aggregate_id = "acc-7", .tenant_id = "t1", .version = 3,
+		.event_id = "e3", .state = state, .state_len = sizeof(state) - 1,
+		.snapshot_time = 1733000000000,
+	};
+	struct step s = { .id = "acc-7", .tenant = "t1" };
+	agr_wow_snapshot *d;
+	char *json;
+	size_t len;
+
+	ck_assert_int_eq(agr_wow_snapshot_encode(&snap, &json, &len), 0);
+	s.json = json;
+	run(&s, save_step);
+	ck_assert_int_eq(s.status, 0);
+	run(&s, snapshot_load_step);
+	ck_assert_int_eq(s.status, 0);
+	ck_assert_str_eq(s.snapshot, json);
+	ck_assert_int_eq(agr_wow_snapshot_decode(s.snapshot,
+						 strlen(s.snapshot), &d), 0);
+	ck_assert_int_eq(d->version, 3);
+	ck_assert_str_eq(d->state, state);
+	agr_wow_snapshot_free(d);
+	free(json);
+}
+END_TEST
+
 /* Frees the store with a read in flight; the read still completes. */
 static void free_in_flight_step(struct step *s)
 {
@@ -749,6 +780,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_load_last_exists);
 	tcase_add_test(tc, test_load_rejects_foreign_member);
 	tcase_add_test(tc, test_snapshot_guard);
+	tcase_add_test(tc, test_snapshot_wow_document);
 	tcase_add_test(tc, test_free_in_flight_and_off_worker);
 }
 

@@ -12,7 +12,8 @@
  *	  redis/wow_utf8.c redis/wow_buf.c redis/wow_b64.c \
  *	  redis/wow_sha256.c redis/wow_keys.c redis/wow_json.c \
  *	  redis/wow_command.c redis/wow_event_stream.c \
- *	  redis/wow_state_event.c src/group_key.c \
+ *	  redis/wow_state_event.c redis/wow_snapshot_json.c \
+ *	  src/group_key.c \
  *	  $(pkg-config --libs json-c) -o fuzz_wow_json
  */
 #include <stdarg.h>
@@ -100,6 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	agr_wow_command *c;
 	agr_wow_event_stream *st;
 	agr_wow_state_event *se;
+	agr_wow_snapshot *snap;
 	agr_wow_es_keys k;
 	char *id;
 
@@ -113,6 +115,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	}
 	if (!agr_wow_state_event_decode(s, size, &se))
 		agr_wow_state_event_free(se);
+	if (!agr_wow_snapshot_decode(s, size, &snap))
+		agr_wow_snapshot_free(snap);
 	b64_canonical(s, size);
 
 	id = strndup(s, size);
