@@ -169,7 +169,7 @@ static void scan_deliver(struct scan *sc)
 
 	if (!err && (!ids || !tenants))
 		err = -ENOMEM;
-	if (!err)
+	if (!err && sc->count) /* qsort wants an array, even for none */
 		qsort(sc->members, sc->count, sizeof(*sc->members), by_member);
 	for (i = 0; !err && i < n; i++, got++) {
 		err = member_split(sc->members[i], &ids[i], &tenants[i]);
