@@ -1,0 +1,226 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wow_event_stream.c - Wow's domain event stream, the `msg` of an
+ * ":event" stream entry and a member of the event store's stream ZSET
+ * (AbstractEventStreamJsonSerializer.kt, EventStreamRecord.kt).
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include "wow_internal.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+#include <json.h>
+
+#define WHAT "wow event stream"
+
+struct decoded_stream {
+	agr_wow_event_stream pub; /* first: _free() casts back */
+	struct json_object *root;
+	agr_wow_header *header;
+	agr_wow_event *events;
+};
+
+static bool stream_ok(const agr_wow_event_stream *s)
+{
+	size_t i;
+
+	if (!s->id || !s->context_name || !s->aggregate_name ||
+	    !s->aggregate_id || !s->command_id || s->version < 1 ||
+	    !s->events || !s->event_count || (!s->header && s->header_count))
+		return false;
+	for (i = 0; i < s->event_count; i++) {
+		const agr_wow_event *e = &s->events[i];
+
+		if (!e->id || !e->name || !e->body_type || !e->body)
+			return false;
+	}
+	return true;
+}
+
+static void write_event(struct agr__wow_buf *b, const agr_wow_event *e,
+			bool first)
+{
+	if (!first)
+		agr__wow_buf_bytes(b, ",", 1);
+	agr__wow_buf_bytes(b, "{", 1);
+	agr__wow_json_key(b, "id", true);
+	agr__wow_json_string(b, e->id);
+	agr__wow_json_field_str(b, "name", e->name);
+	agr__wow_json_field_str(b, "revision", e->revision ? e->revision :
+						AGR_WOW_DEFAULT_REVISION);
+	agr__wow_json_field_str(b, "bodyType", e->body_type);
+	agr__wow_json_key(b, "body", false);
+	agr__wow_json_raw(b, WHAT " event body", e->body, e->body_len, false);
+	agr__wow_buf_bytes(b, "}", 1);
+}
+
+AGR_API int agr_wow_event_stream_encode(const agr_wow_event_stream *s,
+					char **json, size_t *len)
+{
+	struct agr__wow_buf b = { 0 };
+	size_t i;
+
+	if (!s || !json || !stream_ok(s))
+		return -EINVAL;
+	agr__wow_buf_bytes(&b, "{", 1);
+	agr__wow_json_key(&b, "id", true);
+	agr__wow_json_string(&b, s->id);
+	agr__wow_json_field_str(&b, "contextName", s->context_name);
+	agr__wow_json_field_str(&b, "aggregateName", s->aggregate_name);
+	agr__wow_json_header(&b, s->header, s->header_count);
+	agr__wow_json_field_str(&b, "aggregateId", s->aggregate_id);
+	agr__wow_json_field_str(&b, "tenantId", s->tenant_id ? s->tenant_id :
+						AGR_WOW_DEFAULT_TENANT);
+	agr__wow_json_field_str(&b, "ownerId", s->owner_id ? s->owner_id : "");
+	agr__wow_json_field_str(&b, "spaceId", s->space_id ? s->space_id : "");
+	agr__wow_json_field_str(&b, "commandId", s->command_id);
+	agr__wow_json_field_str(&b, "requestId", s->request_id ?
+						 s->request_id : s->command_id);
+	agr__wow_json_field_int(&b, "version", s->version);
+	agr__wow_json_key(&b, "body", false);
+	agr__wow_buf_bytes(&b, "[", 1);
+	for (i = 0; i < s->event_count; i++)
+		write_event(&b, &s->events[i], i == 0);
+	agr__wow_buf_bytes(&b, "]", 1);
+	agr__wow_json_field_int(&b, "createTime", s->create_time);
+	agr__wow_buf_bytes(&b, "}", 1);
+	return agr__wow_buf_finish(&b, json, len);
+}
+
+static int read_event(struct json_object *o, agr_wow_event *e)
+{
+	const char *what = WHAT " event";
+	int err;
+
+	if (!o || !json_object_is_type(o, json_type_object)) {
+		agr_log(AGR_LOG_WARN, WHAT ": a body item is not an object");
+		return -EBADMSG;
+	}
+	if ((err = agr__wow_json_get_str(o, what, "id", true, &e->id)) ||
+	    (err = agr__wow_json_get_str(o, what, "name", true, &e->name)) ||
+	    (err = agr__wow_json_get_str(o, what, "revision", true,
+					 &e->revision)) ||
+	    (err = agr__wow_json_get_str(o, what, "bodyType", true,
+					 &e->body_type)) ||
+	    (err = agr__wow_json_get_raw(o, what, "body", -1, &e->body,
+					 &e->body_len, NULL)))
+		return err;
+	return 0;
+}
+
+static int read_events(struct json_object *o, struct decoded_stream *d)
+{
+	struct json_object *body = NULL;
+	size_t n, i;
+	int err;
+
+	if (!json_object_object_get_ex(o, "body", &body) ||
+	    !json_object_is_type(body, json_type_array)) {
+		agr_log(AGR_LOG_WARN, WHAT ": field \"body\" is missing or "
+					   "not an array");
+		return -EBADMSG;
+	}
+	n = json_object_array_length(body);
+	if (!n) {
+		agr_log(AGR_LOG_WARN, WHAT ": field \"body\" is empty");
+		return -EBADMSG;
+	}
+	d->events = calloc(n, sizeof(*d->events));
+	if (!d->events)
+		return -ENOMEM;
+	for (i = 0; i < n; i++) {
+		err = read_event(json_object_array_get_idx(body, i),
+				 &d->events[i]);
+		if (err)
+			return err;
+	}
+	d->pub.events = d->events;
+	d->pub.event_count = n;
+	return 0;
+}
+
+static int read_fields(struct json_object *o, struct decoded_stream *d)
+{
+	agr_wow_event_stream *s = &d->pub;
+	int err;
+
+	s->owner_id = "";
+	s->space_id = "";
+	if ((err = agr__wow_json_get_str(o, WHAT, "id", true, &s->id)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "contextName", true,
+					 &s->context_name)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "aggregateName", true,
+					 &s->aggregate_name)) ||
+	    (err = agr__wow_json_get_header(o, WHAT, "header", &d->header,
+					    &s->header_count)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "aggregateId", true,
+					 &s->aggregate_id)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "tenantId", true,
+					 &s->tenant_id)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "ownerId", false,
+					 &s->owner_id)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "spaceId", false,
+					 &s->space_id)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "commandId", true,
+					 &s->command_id)) ||
+	    (err = agr__wow_json_get_str(o, WHAT, "requestId", true,
+					 &s->request_id)) ||
+	    (err = agr__wow_json_get_int32(o, WHAT, "version", true, NULL,
+					   &s->version)) ||
+	    (err = read_events(o, d)) ||
+	    (err = agr__wow_json_get_int64(o, WHAT, "createTime", true,
+					   &s->create_time)))
+		return err;
+	if (s->version < 1) {
+		agr_log(AGR_LOG_WARN, WHAT ": version %d is below 1",
+			(int)s->version);
+		return -EBADMSG;
+	}
+	s->header = d->header;
+	return 0;
+}
+
+AGR_API int agr_wow_event_stream_decode(const char *json, size_t len,
+					agr_wow_event_stream **out)
+{
+	struct decoded_stream *d;
+	int err;
+
+	if (!json || !out)
+		return -EINVAL;
+	*out = NULL;
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	d->root = agr__wow_json_parse(WHAT, json, len);
+	if (!d->root) {
+		err = -EBADMSG;
+	} else if (!json_object_is_type(d->root, json_type_object)) {
+		agr_log(AGR_LOG_WARN, WHAT ": not a JSON object");
+		err = -EBADMSG;
+	} else {
+		err = read_fields(d->root, d);
+	}
+	if (err) {
+		agr_wow_event_stream_free(&d->pub);
+		return err;
+	}
+	*out = &d->pub;
+	return 0;
+}
+
+AGR_API void agr_wow_event_stream_free(agr_wow_event_stream *s)
+{
+	struct decoded_stream *d = (struct decoded_stream *)s;
+
+	if (!d)
+		return;
+	json_object_put(d->root);
+	free(d->header);
+	free(d->events);
+	free(d);
+}

@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wow_internal.h - what the Wow files of libaggring-redis share; not
+ * installed.
+ */
+#ifndef AGGRING_WOW_INTERNAL_H
+#define AGGRING_WOW_INTERNAL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <aggring/wow_codec.h>
+
+struct json_object;
+
+/*
+ * Whether the `len` bytes at `s` are UTF-8 as Java's strict decoder
+ * wants it: no overlong forms, nothing above U+10FFFF and no encoded
+ * surrogate (Java: an unpaired surrogate). Embedded NULs are allowed.
+ */
+bool agr__wow_utf8_valid(const char *s, size_t len);
+
+/*
+ * Calls fn(unit, arg) for each UTF-16 code unit of valid UTF-8 `s`
+ * (checked with agr__wow_utf8_valid() first).
+ */
+void agr__wow_utf16_units(const char *s, size_t len,
+			  void (*fn)(uint16_t unit, void *arg), void *arg);
+
+/* SHA-256 of `len` bytes, as 64 lowercase hex digits and a NUL. */
+void agr__wow_sha256_hex(const void *data, size_t len, char out[65]);
+
+/* ---- a growing output buffer ---- */
+struct agr__wow_buf {
+	char *data;
+	size_t len;
+	size_t cap;
+	int err; /* the first failure (-ENOMEM, -EILSEQ, ...), sticky */
+};
+
+void agr__wow_buf_bytes(struct agr__wow_buf *b, const void *p, size_t n);
+void agr__wow_buf_str(struct agr__wow_buf *b, const char *s);
+void agr__wow_buf_b64(struct agr__wow_buf *b, const char *s, size_t n);
+void agr__wow_buf_hex16(struct agr__wow_buf *b, const char *s, size_t n);
+/* Hands the NUL-terminated text over to *out, or returns b->err. */
+int agr__wow_buf_finish(struct agr__wow_buf *b, char **out, size_t *len);
+
+/* ---- JSON writing, Jackson's way ---- */
+void agr__wow_json_string(struct agr__wow_buf *b, const char *s);
+/* ,"key": before a value; `first` omits the comma */
+void agr__wow_json_key(struct agr__wow_buf *b, const char *key, bool first);
+void agr__wow_json_field_str(struct agr__wow_buf *b, const char *key,
+			     const char *s);
+void agr__wow_json_field_int(struct agr__wow_buf *b, const char *key,
+			     int64_t v);
+void agr__wow_json_field_bool(struct agr__wow_buf *b, const char *key,
+			      bool v);
+void agr__wow_json_header(struct agr__wow_buf *b, const agr_wow_header *h,
+			  size_t n);
+/*
+ * Appends `n` bytes of JSON text as a value, after checking that it is
+ * one JSON value (an object when `object`), else b->err = -EBADMSG.
+ */
+void agr__wow_json_raw(struct agr__wow_buf *b, const char *what,
+		       const char *json, size_t n, bool object);
+
+/* ---- JSON reading (json-c) ---- */
+/* Parses one strict JSON document; NULL (and a log line) if it is not. */
+struct json_object *agr__wow_json_parse(const char *what, const char *json,
+					size_t len);
+/*
+ * Field readers of decoded messages: 0, or -EBADMSG with a log line
+ * "<what>: field <key> ..." when required and missing, or mistyped.
+ * A missing optional field leaves *out as it was (the default).
+ */
+int agr__wow_json_get_str(struct json_object *o, const char *what,
+			  const char *key, bool required, const char **out);
+int agr__wow_json_get_int64(struct json_object *o, const char *what,
+			    const char *key, bool required, int64_t *out);
+int agr__wow_json_get_int32(struct json_object *o, const char *what,
+			    const char *key, bool required, bool *present,
+			    int32_t *out);
+int agr__wow_json_get_bool(struct json_object *o, const char *what,
+			   const char *key, bool required, bool *out);
+/* header: an object of strings; *out is calloc()ed (NULL when empty) */
+int agr__wow_json_get_header(struct json_object *o, const char *what,
+			     const char *key, agr_wow_header **out,
+			     size_t *count);
+/* a value as compact JSON text, owned by `v` */
+int agr__wow_json_get_raw(struct json_object *o, const char *what,
+			  const char *key, int type, const char **out,
+			  size_t *len, struct json_object **value);
+
+#endif /* AGGRING_WOW_INTERNAL_H */
