@@ -38,6 +38,7 @@ struct wow_entry {
 	agr_wow_bus *bus;
 	unsigned topic;
 	agr_wow_decoded d;
+	bool no_ack; /* discarded unhandled: left pending */
 	char *json;
 	char id[]; /* the entry id, NUL, the msg JSON, NUL */
 };
@@ -84,6 +85,8 @@ struct agr_wow_bus {
 	struct reader readers[MAX_TOPICS];
 	struct agr__wowbus_lease leases[MAX_TOPICS];
 	struct timer retry[MAX_TOPICS], sweep_timer[MAX_TOPICS], heartbeat;
+	struct timer ack_timer;
+	struct ack_batch *ack_retry; /* XACKs that failed, to send again */
 	bool sweeping[MAX_TOPICS];
 	unsigned groups_made, timers, closing, releasing, acks_out;
 	unsigned long in_flight;
@@ -148,7 +151,7 @@ static int decode_entry(agr_wow_bus *b, unsigned topic, const redisReply *e,
 	if (ret < 0) {
 		agr_log(AGR_LOG_WARN,
 			"%s %s: msg does not decode (%s); left pending",
-			b->topics[topic], id->str, agr_strerror(ret));
+			b->topics[topic], id->str, strerror(-ret));
 		return ret;
 	}
 	en = malloc(sizeof(*en) + id->len + 1 + msg->len + 1);
@@ -201,7 +204,7 @@ static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 			agr_log(AGR_LOG_WARN,
 				     "%s %s: not admitted (%s); left pending",
 				     b->topics[topic], en->id,
-				     agr_strerror(ret));
+				     strerror(-ret));
 			entry_free(en);
 			continue;
 		}
@@ -223,7 +226,8 @@ static void timer_cb(int res, void *arg)
 	(void)res;
 	t->armed = false;
 	b->timers--;
-	if (b->phase == P_RUNNING || b->phase == P_SETUP)
+	if (b->phase == P_RUNNING || b->phase == P_SETUP ||
+	    (t == &b->ack_timer && b->phase == P_STOPPING))
 		t->fire(b, t->index);
 	else
 		try_finish_stop(b);
@@ -280,7 +284,7 @@ static void on_read(agr_redis *r, const redisReply *reply, int err,
 		count(&b->st_redis_errors, 1);
 		agr_log(AGR_LOG_WARN,
 			     "XREADGROUP %s %s: %s; retrying", b->topics[rd->index],
-			     b->group, err ? agr_strerror(err) :
+			     b->group, err ? strerror(-err) :
 			     agr__wowbus_reply_text(reply));
 		if (!err && reply_is(reply, "NOGROUP")) {
 			/* The stream or group went away (a node lost data). */
@@ -327,7 +331,7 @@ static void read_next(struct reader *rd)
 					block, t);
 	if (ret < 0) {
 		agr_log(AGR_LOG_ERROR,
-			     "XREADGROUP %s: %s", t, agr_strerror(ret));
+			     "XREADGROUP %s: %s", t, strerror(-ret));
 		rd->waiting = true;
 		timer_arm(&b->retry[rd->index], retry_ms(b));
 		return;
@@ -403,7 +407,7 @@ static void on_group(agr_redis *r, const redisReply *reply, int err,
 	count(&b->st_redis_errors, 1);
 	agr_log(AGR_LOG_WARN,
 		     "XGROUP CREATE %s %s: %s; retrying", b->topics[rd->index],
-		     b->group, err ? agr_strerror(err) :
+		     b->group, err ? strerror(-err) :
 		     agr__wowbus_reply_text(reply));
 	rd->waiting = true;
 	timer_arm(&b->retry[rd->index], retry_ms(b));
@@ -497,7 +501,23 @@ struct ack_batch {
 	agr_wow_bus *bus;
 	struct wow_entry *entries;
 	unsigned n;
+	struct ack_batch *next; /* on the retry list */
 };
+
+static void send_batch(agr_wow_bus *b, struct ack_batch *ab);
+
+/* The ack timer: batches whose XACK failed go again. */
+static void ack_retry_fire(agr_wow_bus *b, unsigned index)
+{
+	struct ack_batch *ab = b->ack_retry, *next;
+
+	(void)index;
+	b->ack_retry = NULL;
+	for (; ab; ab = next) {
+		next = ab->next;
+		send_batch(b, ab);
+	}
+}
 
 static void on_ack(agr_redis *r, const redisReply *reply, int err,
 		   void *arg)
@@ -507,12 +527,22 @@ static void on_ack(agr_redis *r, const redisReply *reply, int err,
 	struct wow_entry *en = ab->entries, *next;
 
 	(void)r;
-	if (err || reply->type == REDIS_REPLY_ERROR) {
-		/* Unacked entries stay pending: recovered, handled again. */
+	if ((err && err != -ECANCELED) ||
+	    (!err && reply->type == REDIS_REPLY_ERROR)) {
+		/* XACK is idempotent: the batch goes again after a delay. */
 		count(&b->st_redis_errors, 1);
-		agr_log(AGR_LOG_WARN, "XACK %s: %s (%u entries)",
-			     b->topics[en->topic], err ? agr_strerror(err) :
-			     agr__wowbus_reply_text(reply), ab->n);
+		agr_log(AGR_LOG_WARN, "XACK %s: %s (%u entries); retrying",
+			b->topics[en->topic], err ? strerror(-err) :
+			agr__wowbus_reply_text(reply), ab->n);
+		ab->next = b->ack_retry;
+		b->ack_retry = ab;
+		b->acks_out--;
+		timer_arm(&b->ack_timer, retry_ms(b));
+		return;
+	}
+	if (err) {
+		agr_log(AGR_LOG_WARN, "XACK %s: %s; %u entries stay pending",
+			b->topics[en->topic], strerror(-err), ab->n);
 	} else {
 		count(&b->st_acked, ab->n);
 	}
@@ -531,16 +561,16 @@ static void on_ack(agr_redis *r, const redisReply *reply, int err,
 		try_finish_stop(b);
 }
 
-static void send_acks(agr_wow_bus *b, struct wow_entry *list, unsigned n)
+static void send_batch(agr_wow_bus *b, struct ack_batch *ab)
 {
-	struct ack_batch *ab = malloc(sizeof(*ab));
+	unsigned n = ab->n;
 	const char **argv = malloc((3 + n) * sizeof(*argv));
 	size_t *len = malloc((3 + n) * sizeof(*len));
-	const char *t = b->topics[list->topic];
-	struct wow_entry *en = list;
+	const char *t = b->topics[ab->entries->topic];
+	struct wow_entry *en = ab->entries, *next;
 	int ret = -ENOMEM;
 
-	if (ab && argv && len) {
+	if (argv && len && b->ctl) {
 		argv[0] = "XACK";
 		argv[1] = t;
 		argv[2] = b->group;
@@ -548,9 +578,6 @@ static void send_acks(agr_wow_bus *b, struct wow_entry *list, unsigned n)
 			argv[3 + i] = en->id;
 		for (unsigned i = 0; i < 3 + n; i++)
 			len[i] = strlen(argv[i]);
-		ab->bus = b;
-		ab->entries = list;
-		ab->n = n;
 		ret = agr_redis_command_argv(b->ctl, t, strlen(t), (int)(3 + n),
 					     argv, len, on_ack, ab);
 	}
@@ -560,16 +587,41 @@ static void send_acks(agr_wow_bus *b, struct wow_entry *list, unsigned n)
 		b->acks_out++;
 		return;
 	}
-	free(ab);
-	agr_log(AGR_LOG_ERROR, "XACK %s: %s; %u entries stay "
-		     "pending", t, agr_strerror(ret), n);
+	agr_log(AGR_LOG_ERROR, "XACK %s: %s; %u entries stay pending", t,
+		strerror(-ret), n);
 	count(&b->st_redis_errors, 1);
-	for (; list; list = en) {
-		en = list->next;
-		entry_free(list);
+	for (en = ab->entries; en; en = next) {
+		next = en->next;
+		entry_free(en);
 	}
 	b->in_flight -= n;
 	atomic_fetch_sub_explicit(&b->st_in_flight, n, memory_order_relaxed);
+	free(ab);
+}
+
+static void send_acks(agr_wow_bus *b, struct wow_entry *list, unsigned n)
+{
+	struct ack_batch *ab = malloc(sizeof(*ab));
+
+	if (!ab) {
+		struct wow_entry *next;
+
+		agr_log(AGR_LOG_ERROR, "XACK: out of memory; %u entries stay "
+			"pending", n);
+		for (; list; list = next) {
+			next = list->next;
+			entry_free(list);
+		}
+		b->in_flight -= n;
+		atomic_fetch_sub_explicit(&b->st_in_flight, n,
+					  memory_order_relaxed);
+		return;
+	}
+	ab->bus = b;
+	ab->entries = list;
+	ab->n = n;
+	ab->next = NULL;
+	send_batch(b, ab);
 }
 
 /* Splits what the stack held into one batch per topic, ACK_BATCH at most. */
@@ -586,6 +638,13 @@ static void drain_acks(void *arg)
 		unsigned t = en->topic;
 
 		all = en->next;
+		if (en->no_ack) {
+			entry_free(en);
+			b->in_flight--;
+			atomic_fetch_sub_explicit(&b->st_in_flight, 1,
+						  memory_order_relaxed);
+			continue;
+		}
 		en->next = head[t];
 		head[t] = en;
 		if (++n[t] == ACK_BATCH) {
@@ -611,7 +670,11 @@ void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
 		atomic_load_explicit(&b->acks, memory_order_relaxed);
 	int ret;
 
-	(void)status; /* Wow acks failures as well as successes */
+	/*
+	 * Wow acks failures as well as successes; a message discarded
+	 * unhandled (a force stop) was not processed and stays pending.
+	 */
+	en->no_ack = status == AGR_DISCARDED;
 	(void)arg;
 	do {
 		en->next = old;
@@ -625,7 +688,7 @@ void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
 		agr_log(AGR_LOG_ERROR,
 			     "consumer %s: acks cannot reach its worker (%s); "
 			     "the entries stay pending", b->consumer,
-			     agr_strerror(ret));
+			     strerror(-ret));
 }
 
 const char *agr_wow_message_entry_id(const agr_message *msg)
@@ -699,7 +762,7 @@ static void try_finish_stop(agr_wow_bus *b)
 {
 	if (b->phase != P_STOPPING)
 		return;
-	if (b->in_flight || b->acks_out ||
+	if (b->in_flight || b->acks_out || b->ack_retry ||
 	    atomic_load_explicit(&b->acks, memory_order_acquire))
 		return;
 	if (b->ctl && !b->leases[0].released && b->recovery) {
@@ -760,7 +823,7 @@ static void start_on_worker(void *arg)
 	if (ret < 0) {
 		agr_log(AGR_LOG_ERROR,
 			     "consumer %s: no Redis client (%s)", b->consumer,
-			     agr_strerror(ret));
+			     strerror(-ret));
 		set_ready(b, ret);
 		stop_on_worker(b);
 		return;
@@ -881,6 +944,17 @@ void agr_wow_bus_free(agr_wow_bus *b)
 
 /* ---- new ---- */
 
+/* The waits' deadlines are on CLOCK_MONOTONIC: so is the condition. */
+static void cond_init_monotonic(pthread_cond_t *cond)
+{
+	pthread_condattr_t a;
+
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(cond, &a);
+	pthread_condattr_destroy(&a);
+}
+
 static char *fresh_consumer_name(void)
 {
 	unsigned char raw[8];
@@ -926,6 +1000,12 @@ static int check_options(const agr_wow_bus_options *o)
 static void copy_settings(agr_wow_bus *b, const agr_wow_bus_options *o)
 {
 	b->redis = o->redis;
+	if (!b->redis.size) {
+		agr_redis_options_init(&b->redis);
+		b->redis.host = o->redis.host;
+		b->redis.port = o->redis.port;
+		b->redis.cluster = o->redis.cluster;
+	}
 	b->sched = o->scheduler;
 	b->hint = o->worker_hint;
 	b->disp = o->dispatcher;
@@ -956,6 +1036,7 @@ static int init_parts(agr_wow_bus *b)
 		b->sweep_timer[i] = (struct timer){ b, start_sweep, i, false };
 	}
 	b->heartbeat = (struct timer){ b, heartbeat_fire, 0, false };
+	b->ack_timer = (struct timer){ b, ack_retry_fire, 0, false };
 	return 0;
 }
 
@@ -985,7 +1066,7 @@ int agr_wow_bus_new(const agr_wow_bus_options *o, agr_wow_bus **out)
 	}
 	oom |= !b->group || !b->consumer || !b->name;
 	pthread_mutex_init(&b->lock, NULL);
-	pthread_cond_init(&b->cond, NULL);
+	cond_init_monotonic(&b->cond);
 	ret = oom ? -ENOMEM : init_parts(b);
 	if (ret < 0) {
 		agr_wow_bus_free(b);

@@ -30,6 +30,7 @@ struct agr__wowbus_lease {
 	char token[40];
 	uint64_t ttl_ms;
 	bool held;	/* SET answered OK and no heartbeat was refused */
+	bool take_failed; /* the SET failed: the next beat takes it again */
 	bool released;
 };
 
@@ -40,6 +41,7 @@ void agr__wowbus_lease_fini(struct agr__wowbus_lease *l);
 /* done(arg) runs once when the SET is answered, whatever the answer. */
 int agr__wowbus_lease_take(struct agr__wowbus_lease *l, agr_redis *r,
 			   void (*done)(void *arg), void *arg);
+/* Extends a held lease, or takes one whose SET failed. */
 int agr__wowbus_lease_heartbeat(struct agr__wowbus_lease *l, agr_redis *r);
 /* -EALREADY when released before; else done(arg) runs once. */
 int agr__wowbus_lease_release(struct agr__wowbus_lease *l, agr_redis *r,

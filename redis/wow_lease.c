@@ -101,10 +101,12 @@ static void on_set(agr_redis *r, const struct redisReply *reply, int err,
 
 	(void)r;
 	l->held = !err && reply->type == REDIS_REPLY_STATUS;
-	if (!l->held)
+	l->take_failed = !l->held && err != -ECANCELED;
+	if (l->take_failed)
 		agr_log(AGR_LOG_WARN,
-			     "lease %s not taken (%s): reading without it",
-			     l->key, err ? agr_strerror(err) :
+			     "lease %s not taken (%s): reading without it "
+			     "until the next heartbeat takes it",
+			     l->key, err ? strerror(-err) :
 			     agr__wowbus_reply_text(reply));
 	call_end(c);
 }
@@ -141,7 +143,7 @@ static void on_heartbeat(agr_redis *r, const struct redisReply *reply,
 	if (err || reply->type != REDIS_REPLY_INTEGER || reply->integer != 1) {
 		agr_log(AGR_LOG_WARN,
 			     "lease %s: heartbeat refused (%s); it stops",
-			     l->key, err ? agr_strerror(err) :
+			     l->key, err ? strerror(-err) :
 			     agr__wowbus_reply_text(reply));
 		l->held = false;
 	}
@@ -149,7 +151,17 @@ static void on_heartbeat(agr_redis *r, const struct redisReply *reply,
 
 int agr__wowbus_lease_heartbeat(struct agr__wowbus_lease *l, agr_redis *r)
 {
-	if (!l->held || l->released)
+	if (l->released)
+		return 0;
+	/*
+	 * Wow reads on without a lease its SET could not take; taking it
+	 * at a later beat keeps a reconnected consumer's entries its own.
+	 */
+	if (l->take_failed) {
+		l->take_failed = false;
+		return agr__wowbus_lease_take(l, r, NULL, NULL);
+	}
+	if (!l->held)
 		return 0;
 	return agr_redis_command(r, l->key, on_heartbeat, l,
 				 "EVAL %s 1 %s %s %llu", HEARTBEAT_LUA, l->key,
@@ -165,7 +177,7 @@ static void on_release(agr_redis *r, const struct redisReply *reply,
 	if (err && err != -ECANCELED)
 		agr_log(AGR_LOG_WARN,
 			     "lease %s: release failed (%s); it expires",
-			     c->lease->key, agr_strerror(err));
+			     c->lease->key, strerror(-err));
 	(void)reply;
 	call_end(c);
 }

@@ -91,7 +91,7 @@ static int reply_failed(struct agr__wowbus_sweep *s, const char *what,
 	if (err != -ECANCELED)
 		agr_log(AGR_LOG_WARN,
 			     "pending sweep of %s: %s failed (%s)", s->topic,
-			     what, err ? agr_strerror(err) :
+			     what, err ? strerror(-err) :
 			     agr__wowbus_reply_text(reply));
 	return err ? err : -EPROTO;
 }

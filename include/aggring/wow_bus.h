@@ -94,7 +94,11 @@ typedef struct agr_wow_bus agr_wow_bus;
 
 typedef struct agr_wow_bus_options {
 	size_t size; /* sizeof(agr_wow_bus_options) */
-	/* Where Redis is; the consumer makes its clients from these. */
+	/*
+	 * Where Redis is; the consumer makes its clients from these (a
+	 * zero redis.size means AGR_REDIS_OPTIONS_INIT with host, port
+	 * and cluster as set here).
+	 */
 	agr_redis_options redis;
 	/* The consumer runs on worker worker_hint % parallelism of this. */
 	agr_scheduler *scheduler;
@@ -124,7 +128,11 @@ typedef struct agr_wow_bus_options {
 	uint64_t reserved[8];
 } agr_wow_bus_options;
 
-#define AGR_WOW_BUS_OPTIONS_INIT { .size = sizeof(agr_wow_bus_options) }
+#define AGR_WOW_BUS_OPTIONS_INIT                                         \
+	{                                                                \
+		.size = sizeof(agr_wow_bus_options),                     \
+		.redis = AGR_REDIS_OPTIONS_INIT,                          \
+	}
 
 AGR_API void agr_wow_bus_options_init(agr_wow_bus_options *o);
 
