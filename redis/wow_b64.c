@@ -92,10 +92,12 @@ AGR_API int agr_wow_b64_decode(const char *s, size_t len, char **out,
 		return -EINVAL;
 	if (len % 4 == 1)
 		return -EILSEQ;
-	for (i = 0; i < len; i++) {
+	for (i = 0; i < len && !b.err; i++) {
 		v = sextet(s[i]);
-		if (v < 0)
-			return -EILSEQ;
+		if (v < 0) {
+			b.err = -EILSEQ;
+			break;
+		}
 		acc = (acc << 6) | (uint32_t)v;
 		bits += 6;
 		if (bits >= 8) {
@@ -106,8 +108,8 @@ AGR_API int agr_wow_b64_decode(const char *s, size_t len, char **out,
 			acc &= (1u << bits) - 1;
 		}
 	}
-	if (acc) /* unused low bits must be zero: one text per value */
-		b.err = b.err ? b.err : -EILSEQ;
+	if (!b.err && acc) /* unused bits must be zero: one text per value */
+		b.err = -EILSEQ;
 	if (!b.err && !agr__wow_utf8_valid(b.data ? b.data : "", b.len))
 		b.err = -EILSEQ;
 	return agr__wow_buf_finish(&b, out, out_len);

@@ -92,4 +92,41 @@ int agr__wow_json_get_raw(struct json_object *o, const char *what,
 			  const char *key, int type, const char **out,
 			  size_t *len, struct json_object **value);
 
+/* ---- Wow's Lua scripts (wow_scripts.c) ---- */
+extern const char agr__wow_append_lua[];
+extern const char agr__wow_append_sha1[];
+extern const char agr__wow_snapshot_lua[];
+extern const char agr__wow_snapshot_sha1[];
+
+/* ---- the event store's shared machinery (wow_event_store.c) ---- */
+struct agr_wow_event_store;
+struct agr_redis;
+struct redisReply;
+
+/* 0 on the store's worker, else -EPERM (and a log line naming `call`) */
+int agr__wow_es_enter(struct agr_wow_event_store *es, const char *call);
+/* the keys of one aggregate of the store's named aggregate */
+int agr__wow_es_keys(struct agr_wow_event_store *es, const char *id,
+		     const char *tenant, agr_wow_es_keys *k);
+/* a call in flight holds the store's memory */
+void agr__wow_es_hold(struct agr_wow_event_store *es);
+void agr__wow_es_release(struct agr_wow_event_store *es);
+
+/*
+ * Runs a script with EVALSHA, and once more with EVAL on NOSCRIPT.
+ * `args` (KEYS then ARGV, `nkeys` + `nargv` <= 12 strings) must live
+ * until done() runs; `key` routes it. done(es, reply, err, op) runs
+ * once, on the worker, unless the call fails (a negative return).
+ */
+typedef void (*agr__wow_script_fn)(struct agr_wow_event_store *es,
+				   const struct redisReply *reply, int err,
+				   void *op);
+int agr__wow_es_script(struct agr_wow_event_store *es, const char *script,
+		       const char *sha1, int nkeys, int nargv,
+		       const char *const *args, const size_t *lens,
+		       agr__wow_script_fn done, void *op);
+/* a short string reply's text, or NULL (and a log line) */
+const char *agr__wow_reply_text(const struct redisReply *reply,
+				const char *what, int *err);
+
 #endif /* AGGRING_WOW_INTERNAL_H */

@@ -632,6 +632,28 @@ START_TEST(test_stream_defaults_and_errors)
 }
 END_TEST
 
+/* Every cut of a valid document is refused, none crashes or leaks. */
+START_TEST(test_truncations_refused)
+{
+	agr_wow_command *c;
+	agr_wow_event_stream *st;
+
+	for (size_t n = 1; n < sizeof(spec_command) - 1; n++)
+		ck_assert_msg(agr_wow_command_decode(spec_command, n, &c) ==
+				      -EBADMSG, "cut at %zu decoded", n);
+	for (size_t n = 1; n < sizeof(spec_stream) - 1; n++)
+		ck_assert_msg(agr_wow_event_stream_decode(spec_stream, n, &st) ==
+				      -EBADMSG, "cut at %zu decoded", n);
+	/* a command is not a stream, nor the other way round */
+	ck_assert_int_eq(agr_wow_event_stream_decode(spec_command,
+						     sizeof(spec_command) - 1,
+						     &st), -EBADMSG);
+	ck_assert_int_eq(agr_wow_command_decode(spec_stream,
+						sizeof(spec_stream) - 1, &c),
+			 -EBADMSG);
+}
+END_TEST
+
 static void quiet(agr_log_level level, const char *msg, void *arg)
 {
 	(void)level, (void)msg, (void)arg;
@@ -658,6 +680,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(json, test_command_escapes_and_round_trip);
 	tcase_add_test(json, test_stream_spec_example);
 	tcase_add_test(json, test_stream_defaults_and_errors);
+	tcase_add_test(json, test_truncations_refused);
 	suite_add_tcase(s, json);
 	return s;
 }

@@ -8,8 +8,11 @@
  * JSON documents that a C service must reproduce exactly to share one
  * Redis with a JVM service. This header builds those names and encodes
  * and decodes those documents; it does no I/O. The rules are the ones
- * of Wow's source at c6a3ab8 (v8.10.10), as /work/shared/spec/
- * wow-redis.md records them.
+ * of Wow's source at c6a3ab8 (v8.10.10): wow-redis's
+ * RedisKeyComponentCodec, CanonicalRedisKeyCodec, EventStreamKeyLayout,
+ * SnapshotKeyLayout, AggregateTopicConverter and
+ * RedisConsumerLeaseRegistry, and wow-core's Command and EventStream
+ * JSON serializers and records.
  *
  * Strings are UTF-8 and NUL-terminated. Where Wow works on a Java
  * String (hash, hex16), the UTF-8 is read as UTF-16 code units: a code
