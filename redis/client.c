@@ -247,17 +247,31 @@ struct refresh {
 	struct agr__redis_node *node;
 };
 
+static void map_reply(struct agr_redis *r, const redisReply *reply, int err,
+		      const char *asked);
+
 static void on_map(void *arg, redisReply *reply, int err)
 {
 	struct refresh *rf = arg;
 	struct agr_redis *r = rf->r;
 	const char *asked = agr__redis_node_host(rf->node);
-	int ret;
 
 	free(rf);
 	r->refreshing = false;
 	if (r->closing)
 		return;
+	r->busy++;
+	map_reply(r, reply, err, asked);
+	r->busy--;
+	client_maybe_done(r);
+}
+
+/* What the slot map's read brought: the map, or why there is none. */
+static void map_reply(struct agr_redis *r, const redisReply *reply, int err,
+		      const char *asked)
+{
+	int ret;
+
 	if (err == -ECONNRESET) {
 		client_refresh(r); /* the node failed: ask another */
 		return;
@@ -283,9 +297,7 @@ static void on_map(void *arg, redisReply *reply, int err)
 		return;
 	}
 	r->map_ready = true;
-	r->busy++;
 	waiting_route(r);
-	r->busy--;
 	if (r->refresh_again && !r->closing) {
 		r->refresh_again = false;
 		client_refresh(r);
@@ -354,6 +366,11 @@ static void send_to(struct agr__redis_conn *c, struct command *cmd, bool ask)
 		if (ret == 0)
 			ret = agr__redis_conn_append(c, cmd->buf, cmd->len,
 						     on_reply, cmd);
+		/* only a redirection sends the bytes again */
+		if (ret == 0 && !cmd->r->cluster) {
+			redisFreeCommand(cmd->buf);
+			cmd->buf = NULL;
+		}
 	}
 	if (ret < 0)
 		command_finish(cmd, NULL, ret == -ESHUTDOWN ? -ECANCELED : ret);

@@ -57,6 +57,8 @@ struct agr__redis_conn {
 	bool sending;	    /* a send is in flight */
 	bool flush_queued;  /* the end-of-turn NOP is in flight */
 	uint64_t deadline;  /* of the attempts to connect; 0: none running */
+	struct sockaddr_storage addr; /* the kernel's until the connect ends */
+	socklen_t addrlen;
 
 	struct agr__redis_buf out;  /* appended, not yet handed to send */
 	struct agr__redis_buf wire; /* being sent */
@@ -119,7 +121,8 @@ static void conn_break(struct agr__redis_conn *c, int err)
 		agr_io_cancel(c->w, c);
 	c->wire.len = 0;
 	c->wire_off = 0;
-	conn_fail(c, -ECONNRESET, true);
+	/* a force stop cancels the receive: that is not the server's doing */
+	conn_fail(c, agr_worker_interrupted() ? -ECANCELED : -ECONNRESET, true);
 	if (c->state == CONN_BROKEN && c->hooks->down)
 		c->hooks->down(c, err, c->hook_arg);
 }
@@ -234,9 +237,7 @@ static void on_connect(int res, void *arg)
 
 static void conn_attempt(struct agr__redis_conn *c)
 {
-	struct sockaddr_storage ss;
 	agr_io_params p = AGR_IO_PARAMS_INIT;
-	socklen_t len;
 	uint64_t now = now_ns();
 	int ret;
 
@@ -245,12 +246,12 @@ static void conn_attempt(struct agr__redis_conn *c)
 	if (c->deadline == 0)
 		c->deadline = now + c->connect_timeout_ns;
 	c->state = CONN_CONNECTING;
-	ret = conn_resolve(c, &ss, &len);
+	ret = conn_resolve(c, &c->addr, &c->addrlen);
 	if (ret < 0) {
 		conn_attempt_failed(c, ret);
 		return;
 	}
-	c->fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	c->fd = socket(c->addr.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (c->fd < 0) {
 		conn_attempt_failed(c, -errno);
 		return;
@@ -258,8 +259,8 @@ static void conn_attempt(struct agr__redis_conn *c)
 	p.timeout_ns = c->deadline > now ? c->deadline - now : 1;
 	ret = agr_io_next(c->w, &p);
 	if (ret == 0)
-		ret = agr_io_connect(c->w, c->fd, (struct sockaddr *)&ss, len,
-				     on_connect, c);
+		ret = agr_io_connect(c->w, c->fd, (struct sockaddr *)&c->addr,
+				     c->addrlen, on_connect, c);
 	if (ret < 0) {
 		conn_die(c, ret);
 		return;
@@ -458,6 +459,9 @@ int agr__redis_conn_append(struct agr__redis_conn *c, const char *cmd,
 		conn_flush_at_turn_end(c);
 	else if (c->state == CONN_IDLE)
 		conn_attempt(c);
+	/* a send that could not be submitted broke the connection */
+	if (c->state == CONN_BROKEN)
+		conn_step(c);
 	return 0;
 }
 
@@ -481,15 +485,38 @@ static void conn_step(struct agr__redis_conn *c)
 	}
 }
 
+static void on_closing(int res, void *arg)
+{
+	struct agr__redis_conn *c = arg;
+
+	(void)res;
+	c->ops--;
+	conn_step(c);
+}
+
+/*
+ * The connection is freed at the end of one of its handlers, never
+ * inside the call that closes it: the callers up the stack, and the
+ * reply callbacks that may have closed it, can still touch it.
+ */
 void agr__redis_conn_close(struct agr__redis_conn *c)
 {
+	struct io_uring_sqe *sqe;
+
 	if (c->state == CONN_CLOSING)
 		return;
 	c->state = CONN_CLOSING;
 	if (c->ops)
 		agr_io_cancel(c->w, c);
 	conn_fail(c, -ECANCELED, false);
-	/* not from inside one of c's handlers: they step when they end */
+	if (c->state != CONN_CLOSING || c->ops)
+		return;
+	if (agr_io_sqe(c->w, on_closing, c, &sqe) == 0) {
+		io_uring_prep_nop(sqe);
+		c->ops++;
+		return;
+	}
+	/* the worker is tearing down: no handler of c can be running */
 	conn_step(c);
 }
 

@@ -64,7 +64,8 @@ AGR_API void agr_redis_options_init(agr_redis_options *o);
 /*
  * Makes a client on worker `w`; must be called on w's thread. The
  * connection is made asynchronously: commands issued before it is up
- * wait for it. Returns 0, -EINVAL (and a log line naming the field),
+ * wait for it. A host that is not numeric is resolved with getaddrinfo
+ * on the worker at each attempt to connect: prefer an address. Returns 0, -EINVAL (and a log line naming the field),
  * -ENOMEM, or -EPERM when not called on `w`.
  */
 AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
@@ -79,7 +80,13 @@ AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
  *               may or may not have run;
  *  -ETIMEDOUT   no connection could be made within connect_timeout_ns;
  *  -ELOOP       more than max_redirects redirections;
+ *  -ENXIO       (cluster) no master serves the key's slot;
+ *  -EPROTO      the slot map could not be read (a reply of an unknown
+ *               shape; logged);
+ *  -ENOMEM      memory ran out while the command was redirected;
  *  -ECANCELED   the client was closed, or its worker is being stopped.
+ * TRYAGAIN and CLUSTERDOWN are replies (REDIS_REPLY_ERROR), not retried.
+ * The callback may issue commands and may close the client.
  */
 typedef void (*agr_redis_reply_fn)(agr_redis *r, const struct redisReply *reply,
 				   int err, void *arg);
@@ -98,12 +105,14 @@ AGR_API int agr_redis_command_argv(agr_redis *r, const char *key,
 
 /*
  * The same with a hiredis format (redisFormatCommand: %s, %b with a
- * pointer and a size_t, %d, %lld ...); the key is given apart.
+ * pointer and a size_t, %d, %lld ...; each space-separated word is one
+ * argument); the key, a C string, is given apart (NULL: any node). No
+ * printf format attribute: the compiler would reject %b. Also -EINVAL
+ * for a format hiredis refuses.
  */
 AGR_API int agr_redis_command(agr_redis *r, const char *key,
 			      agr_redis_reply_fn cb, void *arg,
-			      const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+			      const char *fmt, ...);
 
 /* The cluster slot of a key, 0..16383, with {hash tag} rules. */
 AGR_API unsigned agr_redis_key_slot(const char *key, size_t len);
@@ -112,7 +121,9 @@ AGR_API unsigned agr_redis_key_slot(const char *key, size_t len);
  * Closes the client: commands not yet answered complete with
  * -ECANCELED, the sockets close, and done(arg) runs on the worker once
  * nothing refers to the client any more (then it is freed). Safe to
- * call once; done may be NULL.
+ * call once; done may be NULL. A client keeps a receive in flight on
+ * its worker's ring, so a graceful stop of its supplier waits for the
+ * close: close clients first.
  */
 AGR_API void agr_redis_close(agr_redis *r, void (*done)(void *arg),
 			     void *arg);
