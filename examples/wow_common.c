@@ -85,7 +85,7 @@ void wow_workers_exit(agr_worker *w, void *arg)
 	struct wow_workers *ws = arg;
 	struct wow_worker_state *st = &ws->state[agr_worker_index(w)];
 
-	if (ws->state_exit)
+	if (ws->state_exit && st->store)
 		ws->state_exit(st);
 	if (st->redis)
 		agr_redis_free(st->redis);
@@ -98,6 +98,63 @@ struct wow_worker_state *wow_worker_state(struct wow_workers *ws,
 					  agr_worker *w)
 {
 	return &ws->state[agr_worker_index(w)];
+}
+
+struct close_task {
+	struct wow_workers *ws;
+	int index;
+};
+
+static void on_client_closed(void *arg)
+{
+	struct wow_workers *ws = arg;
+
+	atomic_fetch_sub(&ws->closing, 1);
+}
+
+static void close_on_worker(void *arg)
+{
+	struct close_task *t = arg;
+	struct wow_workers *ws = t->ws;
+	struct wow_worker_state *st = &ws->state[t->index];
+
+	free(t);
+	if (ws->state_exit)
+		ws->state_exit(st);
+	if (st->redis) {
+		agr_redis_close(st->redis, on_client_closed, ws);
+		st->redis = NULL;
+	} else {
+		atomic_fetch_sub(&ws->closing, 1);
+	}
+}
+
+int wow_workers_close(struct wow_workers *ws, agr_scheduler *sched,
+		      uint64_t timeout_ns)
+{
+	struct timespec tick = { 0, 10000000L };
+	uint64_t waited = 0;
+
+	atomic_store(&ws->closing, ws->n);
+	for (int i = 0; i < ws->n; i++) {
+		struct close_task *t = malloc(sizeof(*t));
+
+		if (t) {
+			t->ws = ws;
+			t->index = i;
+		}
+		if (!t || agr_scheduler_schedule(sched, (unsigned)i,
+						 close_on_worker, t) < 0) {
+			free(t);
+			atomic_fetch_sub(&ws->closing, 1);
+		}
+	}
+	/* Polls with a deadline: the clients close on their own workers. */
+	while (atomic_load(&ws->closing) > 0 && waited < timeout_ns) {
+		nanosleep(&tick, NULL);
+		waited += 10000000ull;
+	}
+	return atomic_load(&ws->closing) > 0 ? -ETIMEDOUT : 0;
 }
 
 void wow_block_signals(void)

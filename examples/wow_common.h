@@ -50,6 +50,7 @@ struct wow_workers {
 	struct wow_worker_state *state; /* n entries, by worker index */
 	void *(*user_new)(void);	/* NULL: no user state */
 	void (*user_free)(void *user);
+	atomic_int closing; /* wow_workers_close's clients not yet closed */
 };
 
 /* Hooks for agr_supplier_options: worker_init/worker_exit, hook_arg. */
@@ -57,6 +58,15 @@ int wow_workers_init(agr_worker *w, void *arg);
 void wow_workers_exit(agr_worker *w, void *arg);
 struct wow_worker_state *wow_worker_state(struct wow_workers *ws,
 					  agr_worker *w);
+
+/*
+ * Closes every worker's client (and what state_exit frees) on its
+ * worker and waits up to timeout_ns: a graceful stop of the workers
+ * waits for their I/O, and an open connection always has a read out.
+ * Returns 0 or -ETIMEDOUT.
+ */
+int wow_workers_close(struct wow_workers *ws, agr_scheduler *sched,
+		      uint64_t timeout_ns);
 
 /* Blocks SIGINT and SIGTERM (call first, before threads start). */
 void wow_block_signals(void);

@@ -130,6 +130,7 @@ static int run(const struct settings *s, struct wow_workers *ws,
 	ret = agr_wow_bus_stop(bus, STOP_NS);
 	agr_wow_bus_stats_get(bus, &st);
 	agr_wow_bus_free(bus);
+	wow_workers_close(ws, sched, STOP_NS);
 	if (agr_dispatcher_stop_gracefully(disp, STOP_NS) < 0)
 		agr_dispatcher_force_stop(disp);
 	agr_dispatcher_free(disp);

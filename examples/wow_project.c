@@ -224,6 +224,7 @@ int main(int argc, char **argv)
 	wow_wait_signal(NULL);
 	ret = agr_wow_bus_stop(bus, STOP_NS);
 	agr_wow_bus_free(bus);
+	wow_workers_close(&pj.ws, sched, STOP_NS);
 	if (agr_dispatcher_stop_gracefully(disp, STOP_NS) < 0)
 		agr_dispatcher_force_stop(disp);
 	agr_dispatcher_free(disp);
