@@ -3,13 +3,13 @@
  * wow_produce - sends Wow-format Deposit commands to bank.Account:command
  * (XADD ... msg <json>), each with its own command and request id, over
  * a window of XADDs in flight on one worker's client. Command i goes to
- * account (i * 7919) % accounts with amount 1 + i % 100, so a checker
+ * account <prefix>-NNNN, NNNN = (i * 7919) % accounts, with amount 1 + i % 100, so a checker
  * can recompute what each account must hold; -o writes that as
  * "account commands sum" lines. A failed XADD is sent again with the
  * same ids: if the first did land, the event store's request id check
  * keeps the effect single.
  *
- *   wow_produce [-h host] [-p port] [-c] [-a accounts] [-n commands]
+ *   wow_produce [-h host] [-p port] [-c] [-a accounts] [-A prefix] [-n commands]
  *               [-r run-id] [-W window] [-o expect-file]
  */
 #include <errno.h>
@@ -23,12 +23,15 @@
 
 #include "wow_common.h"
 
+#define RESEND_DELAY_NS 50000000ull /* 50 ms */
+
 struct producer {
 	struct wow_redis_opts ro;
 	agr_redis_options redis;
 	unsigned accounts, window;
 	unsigned long commands, next, acked, resent;
 	const char *run;
+	const char *prefix; /* account ids: <prefix>-NNNN */
 	char *topic;
 	agr_redis *r;
 	atomic_bool done;
@@ -56,12 +59,12 @@ static long long amount_of(unsigned long i)
 static int encode(const struct producer *p, unsigned long i, char **json,
 		  size_t *len)
 {
-	char id[64], req[64], acct[32], body[48];
+	char id[64], req[64], acct[48], body[48];
 	agr_wow_command c = { 0 };
 
 	snprintf(id, sizeof(id), "cmd-%s-%lu", p->run, i);
 	snprintf(req, sizeof(req), "req-%s-%lu", p->run, i);
-	snprintf(acct, sizeof(acct), "acct-%04u", account_of(p, i));
+	snprintf(acct, sizeof(acct), "%s-%04u", p->prefix, account_of(p, i));
 	snprintf(body, sizeof(body), "{\"amount\":%lld}", amount_of(i));
 	c.id = id;
 	c.context_name = WOW_CONTEXT;
@@ -88,6 +91,12 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+static void on_resend_timer(int res, void *arg)
+{
+	(void)res;
+	send_one(arg); /* the store's request id check keeps it single */
+}
+
 static void on_sent(int err, const char *entry_id, void *arg)
 {
 	struct send *s = arg;
@@ -95,9 +104,11 @@ static void on_sent(int err, const char *entry_id, void *arg)
 
 	(void)entry_id;
 	if (err && err != -ECANCELED) {
+		/* Same ids again, after a pause: the node may be restarting. */
 		p->resent++;
-		send_one(s); /* same ids: the store keeps the effect single */
-		return;
+		if (agr_io_timeout(agr_redis_worker(p->r), RESEND_DELAY_NS,
+				   on_resend_timer, s) == 0)
+			return;
 	}
 	if (err)
 		p->err = err;
@@ -181,7 +192,8 @@ static int write_expect(const struct producer *p, const char *path)
 	}
 	for (unsigned a = 0; a < p->accounts; a++)
 		if (n[a])
-			fprintf(f, "acct-%04u %lu %lld\n", a, n[a], sum[a]);
+			fprintf(f, "%s-%04u %lu %lld\n", p->prefix, a, n[a],
+				sum[a]);
 	free(n);
 	free(sum);
 	return fclose(f);
@@ -190,25 +202,26 @@ static int write_expect(const struct producer *p, const char *path)
 int main(int argc, char **argv)
 {
 	struct producer p = { .accounts = 1000, .commands = 10000,
-			      .window = 512, .run = "r1" };
+			      .window = 512, .run = "r1", .prefix = "acct" };
 	agr_named_aggregate na = { WOW_CONTEXT, "producer" };
 	const char *expect = NULL;
 	agr_supplier *sup;
 	agr_scheduler *sched;
 	int opt, ret;
 
-	while ((opt = getopt(argc, argv, "h:p:ca:n:r:W:o:")) != -1) {
+	while ((opt = getopt(argc, argv, "h:p:ca:A:n:r:W:o:")) != -1) {
 		if (wow_redis_opt(&p.ro, opt, optarg))
 			continue;
 		switch (opt) {
 		case 'a': p.accounts = (unsigned)atoi(optarg); break;
+		case 'A': p.prefix = optarg; break;
 		case 'n': p.commands = strtoul(optarg, NULL, 10); break;
 		case 'r': p.run = optarg; break;
 		case 'W': p.window = (unsigned)atoi(optarg); break;
 		case 'o': expect = optarg; break;
 		default:
 			fprintf(stderr, "usage: wow_produce [-h host] [-p port] "
-				"[-c] [-a accounts] [-n commands] [-r run-id] "
+				"[-c] [-a accounts] [-A account-prefix] [-n commands] [-r run-id] "
 				"[-W window] [-o expect-file]\n");
 			return 2;
 		}
