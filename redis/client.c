@@ -121,12 +121,6 @@ static void command_finish(struct command *cmd, const redisReply *reply,
 
 /* ---- connections ---- */
 
-static void conn_up(struct agr__redis_conn *c, void *arg)
-{
-	(void)c;
-	(void)arg;
-}
-
 static void conn_down(struct agr__redis_conn *c, int err, void *arg)
 {
 	struct agr_redis *r = arg;
@@ -148,7 +142,7 @@ static void conn_closed(struct agr__redis_conn *c, void *arg)
 }
 
 static const struct agr__redis_conn_hooks conn_hooks = {
-	.up = conn_up,
+	.up = NULL,
 	.down = conn_down,
 	.closed = conn_closed,
 };

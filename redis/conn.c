@@ -131,6 +131,7 @@ static void on_timer(int res, void *arg)
 {
 	struct agr__redis_conn *c = arg;
 
+	(void)res; /* -ETIME, or -ECANCELED by a close */
 	c->ops--;
 	if (c->state == CONN_WAITING) {
 		c->state = CONN_IDLE;
@@ -384,6 +385,7 @@ static void on_turn_end(int res, void *arg)
 {
 	struct agr__redis_conn *c = arg;
 
+	(void)res;
 	c->flush_queued = false;
 	conn_flush(c);
 	c->ops--;

@@ -47,6 +47,7 @@ AGR_API void agr_set_log_hook(agr_log_fn fn, void *arg)
 	pthread_mutex_unlock(&log_lock);
 }
 
+__attribute__((format(printf, 2, 0)))
 static void log_line(agr_log_level level, const char *fmt, va_list ap)
 {
 	char line[512];

@@ -192,6 +192,7 @@ static void on_incr(agr_redis *r, const redisReply *reply, int err, void *arg)
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	if (err == 0 && reply->type == REDIS_REPLY_INTEGER) {
 		if (reply->integer != c->next)
@@ -241,6 +242,7 @@ static void on_get_value(agr_redis *r, const redisReply *reply, int err,
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
 	    reply->len == c->want_len &&
@@ -365,6 +367,7 @@ static void on_blpop_sent(agr_redis *r, const redisReply *reply, int err,
 {
 	struct ctx *c = arg;
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	one_done(c);
 }
@@ -488,6 +491,95 @@ START_TEST(misuse_is_refused)
 }
 END_TEST
 
+/*
+ * A force stop with commands in flight and queued behind a BLPOP: each
+ * completes once with -ECANCELED, and the exit hook frees the client.
+ */
+static long exit_hook_runs;
+
+static int init_client(agr_worker *w, void *arg)
+{
+	struct ctx *c = arg;
+
+	return agr_redis_new(w, &c->o, &c->r);
+}
+
+static void exit_free_client(agr_worker *w, void *arg)
+{
+	struct ctx *c = arg;
+
+	(void)w;
+	exit_hook_runs++;
+	agr_redis_free(c->r);
+	c->r = NULL;
+}
+
+static void on_ping_then_block(agr_redis *r, const redisReply *reply,
+			       int err, void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(r == c->r);
+	tally(c, reply, err);
+	/* connected and answered: what follows is on the wire or queued */
+	tu_latch_count_down(&c->latch);
+}
+
+static void on_after_stop(agr_redis *r, const redisReply *reply, int err,
+			  void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(r == c->r);
+	tally(c, reply, err);
+}
+
+static void phase_block(void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(agr_redis_command(c->r, NULL, on_ping_then_block, c,
+				    "PING") == 0);
+	TU_EXPECT(agr_redis_command(c->r, NULL, on_after_stop, c,
+				    "BLPOP t:nolist:%d 30", (int)getpid()) == 0);
+	for (int i = 0; i < 100; i++)
+		TU_EXPECT(agr_redis_command(c->r, NULL, on_after_stop, c,
+					    "PING") == 0);
+}
+
+START_TEST(force_stop_cancels_and_exit_hook_frees)
+{
+	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
+	agr_named_aggregate named = { "redis", "stop" };
+	agr_supplier *s;
+	agr_scheduler *sc;
+	struct ctx c;
+
+	ctx_init(&c, single_port, false);
+	exit_hook_runs = 0;
+	so.parallelism = 1;
+	so.worker_init = init_client;
+	so.worker_exit = exit_free_client;
+	so.hook_arg = &c;
+	tu_reset_worker_failures();
+	ck_assert_int_eq(agr_supplier_new_opts("rcstop", &so, &s), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(s, &named, &sc), 0);
+	tu_latch_init(&c.latch, 1);
+	ck_assert_int_eq(agr_scheduler_schedule(sc, 0, phase_block, &c), 0);
+	ck_assert(tu_latch_wait(&c.latch, TU_LONG_NS));
+	ck_assert_int_eq(c.ok, 1);
+	ck_assert_int_eq(agr_supplier_force_stop(s), 0);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(s, TU_LONG_NS), 0);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(exit_hook_runs, 1);
+	ck_assert_int_eq(c.calls, 102);
+	ck_assert_int_eq(c.canceled, 101);
+	ck_assert_ptr_null(c.r);
+	tu_latch_destroy(&c.latch);
+	agr_supplier_free(s);
+}
+END_TEST
+
 /* ---- the cluster ---- */
 
 /* A blocking connection to a master, for rearranging the cluster. */
@@ -604,6 +696,7 @@ static void on_spread_get(agr_redis *r, const redisReply *reply, int err,
 	struct ctx *c = k->c;
 	char want[32];
 
+	TU_EXPECT(r == c->r);
 	tally(c, reply, err);
 	snprintf(want, sizeof(want), "v%d", k->i);
 	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
@@ -979,6 +1072,7 @@ static Suite *client_suite(void)
 	tcase_add_test(single, single_close_cancels_pending_once);
 	tcase_add_test(single, single_close_before_connected);
 	tcase_add_test(single, misuse_is_refused);
+	tcase_add_test(single, force_stop_cancels_and_exit_hook_frees);
 	suite_add_tcase(s, single);
 
 	tcase_add_test(cluster, cluster_keys_spread_over_all_masters);

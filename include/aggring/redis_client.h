@@ -12,7 +12,10 @@
  * Commands are pipelined: each call appends the command to the
  * connection's output, and what was appended during one turn of the
  * worker's loop goes out in one send. Replies are parsed with hiredis's
- * reader and come back in order, one callback per command.
+ * reader, one callback per command, in the order the commands were
+ * issued on each connection: in cluster mode, commands to different
+ * masters complete in no fixed order, and a redirected command
+ * completes after those sent behind it.
  *
  * Cluster mode reads the slot map with CLUSTER SHARDS (CLUSTER SLOTS
  * before Redis 7), sends each command to the master of its key's slot
