@@ -42,6 +42,12 @@ static bool reserve(struct agr__wow_buf *b, size_t n)
 	return true;
 }
 
+void agr__wow_buf_hint(struct agr__wow_buf *b, size_t n)
+{
+	if (!b->cap)
+		reserve(b, n);
+}
+
 void agr__wow_buf_bytes(struct agr__wow_buf *b, const void *p, size_t n)
 {
 	if (!reserve(b, n))

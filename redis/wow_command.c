@@ -37,6 +37,7 @@ AGR_API int agr_wow_command_encode(const agr_wow_command *c, char **json,
 
 	if (!c || !json || !required_ok(c))
 		return -EINVAL;
+	agr__wow_buf_hint(&b, c->body_len + 512);
 	agr__wow_buf_bytes(&b, "{", 1);
 	agr__wow_json_key(&b, "id", true);
 	agr__wow_json_string(&b, c->id);

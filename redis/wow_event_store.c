@@ -336,14 +336,18 @@ static int append_owned(agr_wow_event_store *es, const char *aggregate_id,
 		err = -EILSEQ;
 	if (!err)
 		err = agr__wow_es_keys(es, aggregate_id, tenant_id, &op->keys);
-	if (!err)
-		err = append_send(es, op);
 	if (err) {
 		append_op_free(op);
 		return err;
 	}
+	/* held first: the client may fail the command before it returns */
 	agr__wow_es_hold(es);
-	return 0;
+	err = append_send(es, op);
+	if (err) {
+		append_op_free(op);
+		agr__wow_es_release(es);
+	}
+	return err;
 }
 
 AGR_API int agr_wow_event_store_append_json(agr_wow_event_store *es,
@@ -552,13 +556,13 @@ static int read_start(agr_wow_event_store *es, enum read_kind kind,
 		op->cb.load = load;
 	else
 		op->cb.value = value;
+	agr__wow_es_hold(es);
 	err = read_send(es, op, id, tenant, head, tail, request_id);
 	if (err) {
 		free(op);
-		return err;
+		agr__wow_es_release(es);
 	}
-	agr__wow_es_hold(es);
-	return 0;
+	return err;
 }
 
 AGR_API int agr_wow_event_store_load(agr_wow_event_store *es,

@@ -39,6 +39,8 @@ struct agr__wow_buf {
 	int err; /* the first failure (-ENOMEM, -EILSEQ, ...), sticky */
 };
 
+/* Sizes an empty buffer for about `n` bytes: one allocation, not a few. */
+void agr__wow_buf_hint(struct agr__wow_buf *b, size_t n);
 void agr__wow_buf_bytes(struct agr__wow_buf *b, const void *p, size_t n);
 void agr__wow_buf_str(struct agr__wow_buf *b, const char *s);
 void agr__wow_buf_b64(struct agr__wow_buf *b, const char *s, size_t n);
@@ -91,6 +93,31 @@ int agr__wow_json_get_header(struct json_object *o, const char *what,
 int agr__wow_json_get_raw(struct json_object *o, const char *what,
 			  const char *key, int type, const char **out,
 			  size_t *len, struct json_object **value);
+
+/* Parses a document that must be one JSON object; NULL (logged) if not. */
+struct json_object *agr__wow_json_parse_object(const char *what,
+					       const char *json, size_t len);
+
+/* ---- a domain event stream's own fields (wow_event_stream.c) ---- */
+/* what a decoded stream allocated besides the json-c tree */
+struct agr__wow_stream_parts {
+	agr_wow_header *header;
+	agr_wow_event *events;
+};
+
+bool agr__wow_stream_ok(const agr_wow_event_stream *s);
+size_t agr__wow_stream_size_hint(const agr_wow_event_stream *s);
+/* "{" through "version"; then the caller's fields; then the tail */
+void agr__wow_stream_write_head(struct agr__wow_buf *b,
+				const agr_wow_event_stream *s);
+/* "body" [...], "createTime" and "}" */
+void agr__wow_stream_write_tail(struct agr__wow_buf *b,
+				const agr_wow_event_stream *s);
+/* fills `s` from object `o`; -EBADMSG (logged under `what`) */
+int agr__wow_stream_read(struct json_object *o, const char *what,
+			 agr_wow_event_stream *s,
+			 struct agr__wow_stream_parts *p);
+void agr__wow_stream_parts_free(struct agr__wow_stream_parts *p);
 
 /* ---- Wow's Lua scripts (wow_scripts.c) ---- */
 extern const char agr__wow_append_lua[];

@@ -119,14 +119,18 @@ AGR_API int agr_wow_snapshot_save(agr_wow_event_store *es,
 		memcpy(op->json, json, len);
 		err = agr__wow_es_keys(es, aggregate_id, tenant_id, &op->keys);
 	}
-	if (!err)
-		err = save_send(es, op);
 	if (err) {
 		save_op_free(op);
 		return err;
 	}
+	/* held first: the client may fail the command before it returns */
 	agr__wow_es_hold(es);
-	return 0;
+	err = save_send(es, op);
+	if (err) {
+		save_op_free(op);
+		agr__wow_es_release(es);
+	}
+	return err;
 }
 
 struct load_op {
@@ -185,14 +189,14 @@ AGR_API int agr_wow_snapshot_load(agr_wow_event_store *es,
 	*op = (struct load_op){ es, cb, arg };
 	argv[0] = "GET", lens[0] = 3;
 	argv[1] = k.snapshot, lens[1] = k.snapshot_len;
+	agr__wow_es_hold(es);
 	err = agr_redis_command_argv(agr_wow_event_store_redis(es), k.snapshot,
 				     k.snapshot_len, 2, argv, lens, load_reply,
 				     op);
 	agr_wow_es_keys_free(&k);
 	if (err) {
 		free(op);
-		return err;
+		agr__wow_es_release(es);
 	}
-	agr__wow_es_hold(es);
-	return 0;
+	return err;
 }

@@ -632,6 +632,115 @@ START_TEST(test_stream_defaults_and_errors)
 }
 END_TEST
 
+/* The stream example as a state event: StateEventJsonSerializer order. */
+static const char spec_state[] =
+	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
+	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
+	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
+	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
+	"\"firstOperator\":\"op-1\",\"firstEventTime\":1500,\"state\":"
+	"{\"orderId\":\"order-1\",\"status\":\"CREATED\"},\"tags\":"
+	"{\"region\":[\"east\"]},\"deleted\":false,"
+	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
+	"\"1\",\"bodyType\":"
+	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
+	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
+
+START_TEST(test_state_event)
+{
+	static const char body[] = "{\"orderId\":\"order-1\"}";
+	static const char state[] = "{\"orderId\":\"order-1\",\"status\":"
+				    "\"CREATED\"}";
+	static const char tags[] = "{\"region\":[\"east\"]}";
+	const agr_wow_event ev = {
+		"event-1", "OrderCreated", "1",
+		"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated",
+		body, sizeof(body) - 1,
+	};
+	agr_wow_state_event e = {
+		.stream = {
+			.id = "stream-1", .context_name = "sales",
+			.aggregate_name = "Order", .aggregate_id = "order-1",
+			.tenant_id = "tenant-1", .owner_id = "owner-1",
+			.space_id = "space-1", .command_id = "command-1",
+			.request_id = "request-1", .version = 5,
+			.events = &ev, .event_count = 1, .create_time = 2000,
+		},
+		.first_operator = "op-1",
+		.first_event_time = 1500,
+		.state = state,
+		.state_len = sizeof(state) - 1,
+		.tags = tags,
+		.tags_len = sizeof(tags) - 1,
+	};
+	agr_wow_state_event *d;
+	char *json, *cut;
+	size_t len;
+
+	ck_assert_int_eq(agr_wow_state_event_encode(&e, &json, &len), 0);
+	ck_assert_str_eq(json, spec_state);
+	free(json);
+
+	ck_assert_int_eq(agr_wow_state_event_decode(spec_state,
+						    sizeof(spec_state) - 1, &d),
+			 0);
+	ck_assert_str_eq(d->stream.aggregate_id, "order-1");
+	ck_assert_int_eq(d->stream.version, 5);
+	ck_assert_str_eq(d->stream.events[0].name, "OrderCreated");
+	ck_assert_str_eq(d->first_operator, "op-1");
+	ck_assert_int_eq(d->first_event_time, 1500);
+	ck_assert_str_eq(d->state, state);
+	ck_assert_str_eq(d->tags, tags);
+	ck_assert(!d->deleted);
+	agr_wow_state_event_free(d);
+
+	/* a state event is also a domain event stream */
+	{
+		agr_wow_event_stream *st;
+
+		ck_assert_int_eq(agr_wow_event_stream_decode(
+					 spec_state, sizeof(spec_state) - 1,
+					 &st), 0);
+		agr_wow_event_stream_free(st);
+	}
+
+	/* optional: firstOperator, firstEventTime, tags */
+	e.first_operator = NULL;
+	e.tags = NULL;
+	e.deleted = true;
+	ck_assert_int_eq(agr_wow_state_event_encode(&e, &json, &len), 0);
+	ck_assert_ptr_nonnull(strstr(json, "\"firstOperator\":\"\","));
+	ck_assert_ptr_nonnull(strstr(json, "\"tags\":{},\"deleted\":true,"));
+	free(json);
+	cut = strdup(spec_state);
+	memmove(strstr(cut, "\"firstOperator\""),
+		strstr(cut, "\"state\""), strlen(strstr(cut, "\"state\"")) + 1);
+	ck_assert_int_eq(agr_wow_state_event_decode(cut, strlen(cut), &d), 0);
+	ck_assert_str_eq(d->first_operator, "");
+	ck_assert_int_eq(d->first_event_time, 0);
+	agr_wow_state_event_free(d);
+	free(cut);
+
+	/* required: state (an object) and deleted */
+	cut = strdup(spec_state);
+	memmove(strstr(cut, "\"deleted\""), strstr(cut, "\"body\""),
+		strlen(strstr(cut, "\"body\"")) + 1);
+	ck_assert_int_eq(agr_wow_state_event_decode(cut, strlen(cut), &d),
+			 -EBADMSG);
+	free(cut);
+	cut = strdup(spec_state);
+	memmove(strstr(cut, "\"state\""), strstr(cut, "\"tags\""),
+		strlen(strstr(cut, "\"tags\"")) + 1);
+	ck_assert_int_eq(agr_wow_state_event_decode(cut, strlen(cut), &d),
+			 -EBADMSG);
+	free(cut);
+	e.state = "[]";
+	e.state_len = 2;
+	ck_assert_int_eq(agr_wow_state_event_encode(&e, &json, &len),
+			 -EBADMSG);
+}
+END_TEST
+
 /* Every cut of a valid document is refused, none crashes or leaks. */
 START_TEST(test_truncations_refused)
 {
@@ -681,6 +790,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(json, test_stream_spec_example);
 	tcase_add_test(json, test_stream_defaults_and_errors);
 	tcase_add_test(json, test_truncations_refused);
+	tcase_add_test(json, test_state_event);
 	suite_add_tcase(s, json);
 	return s;
 }

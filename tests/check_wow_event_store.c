@@ -28,16 +28,25 @@
 
 #include "testutil.h"
 
-static pid_t server_pid;
-static int server_port;
-
 static const agr_wow_named bank = { "bank", NULL, "Account" };
 
-/* ---- the server ---- */
+/* A plain server, and a one-node cluster that owns every slot. */
+struct server {
+	pid_t pid;
+	int port;
+	bool cluster;
+	char dir[64];
+};
 
-static int free_port(void)
+static struct server servers[2] = { { .cluster = false },
+				    { .cluster = true } };
+static struct server *server = &servers[0]; /* the fixture's */
+
+/* Binds loopback port `want` (0: any) and returns the port, or -1. */
+static int try_port(int want)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)want),
 				 .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
 	socklen_t len = sizeof(a);
 	int fd = socket(AF_INET, SOCK_STREAM, 0), port = -1;
@@ -50,10 +59,24 @@ static int free_port(void)
 	return port;
 }
 
-static redisContext *sync_connect(void)
+/* A cluster node also listens on port + 10000, its cluster bus. */
+static int free_port(bool cluster)
+{
+	for (int i = 0; i < 100; i++) {
+		int port = try_port(0);
+
+		if (port < 0 || !cluster)
+			return port;
+		if (port <= 65535 - 10000 && try_port(port + 10000) > 0)
+			return port;
+	}
+	return -1;
+}
+
+static redisContext *connect_to(int port)
 {
 	struct timeval tv = { 5, 0 };
-	redisContext *c = redisConnectWithTimeout("127.0.0.1", server_port, tv);
+	redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
 
 	if (c && c->err) {
 		redisFree(c);
@@ -62,47 +85,119 @@ static redisContext *sync_connect(void)
 	return c;
 }
 
-static bool server_start(void)
+static redisContext *sync_connect(void)
+{
+	return connect_to(server->port);
+}
+
+static void server_exec(struct server *sv)
 {
 	char port[16];
-	uint64_t deadline;
 
-	server_port = free_port();
-	if (server_port < 0)
-		return false;
-	snprintf(port, sizeof(port), "%d", server_port);
-	server_pid = fork();
-	if (server_pid == 0) {
-		if (!freopen("/dev/null", "w", stdout))
-			_exit(127);
+	snprintf(port, sizeof(port), "%d", sv->port);
+	if (!freopen("/dev/null", "w", stdout))
+		_exit(127);
+	/*
+	 * A lone cluster node that never met another does not know its
+	 * address and announces "" in CLUSTER SHARDS: announce it.
+	 */
+	if (sv->cluster)
+		execlp("redis-server", "redis-server", "--port", port,
+		       "--bind", "127.0.0.1", "--save", "", "--appendonly",
+		       "no", "--loglevel", "warning", "--dir", sv->dir,
+		       "--cluster-enabled", "yes", "--cluster-config-file",
+		       "nodes.conf", "--cluster-announce-ip", "127.0.0.1",
+		       (char *)NULL);
+	else
 		execlp("redis-server", "redis-server", "--port", port,
 		       "--bind", "127.0.0.1", "--save", "", "--appendonly",
 		       "no", "--loglevel", "warning", (char *)NULL);
-		_exit(127);
-	}
-	if (server_pid < 0)
-		return false;
-	deadline = tu_now_ns() + TU_LONG_NS;
-	while (tu_now_ns() < deadline) {
-		redisContext *c = sync_connect();
-		int status;
+	_exit(127);
+}
 
-		if (c) {
+/* Polls (the server is another process) until `ok` says it is ready. */
+static bool wait_until(struct server *sv, bool (*ok)(redisContext *c))
+{
+	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
+	int status;
+
+	while (tu_now_ns() < deadline) {
+		redisContext *c = connect_to(sv->port);
+		bool ready = c && ok(c);
+
+		if (c)
 			redisFree(c);
+		if (ready)
 			return true;
-		}
-		if (waitpid(server_pid, &status, WNOHANG) == server_pid)
+		if (waitpid(sv->pid, &status, WNOHANG) == sv->pid) {
+			sv->pid = 0;
 			return false;
-		usleep(20000); /* polling for the server, not synchronising */
+		}
+		usleep(20000);
 	}
 	return false;
 }
 
-static void server_stop(void)
+static bool answers(redisContext *c)
 {
-	if (server_pid > 0) {
-		kill(server_pid, SIGTERM);
-		waitpid(server_pid, NULL, 0);
+	(void)c;
+	return true;
+}
+
+static bool cluster_ok(redisContext *c)
+{
+	redisReply *r = redisCommand(c, "CLUSTER INFO");
+	bool ok = r && r->type == REDIS_REPLY_STRING &&
+		  strstr(r->str, "cluster_state:ok");
+
+	freeReplyObject(r);
+	return ok;
+}
+
+static bool server_start(struct server *sv)
+{
+	redisContext *c;
+	redisReply *r;
+	bool ok;
+
+	sv->port = free_port(sv->cluster);
+	if (sv->port < 0)
+		return false;
+	if (sv->cluster) {
+		snprintf(sv->dir, sizeof(sv->dir), "/tmp/wowes.XXXXXX");
+		if (!mkdtemp(sv->dir))
+			return false;
+	}
+	sv->pid = fork();
+	if (sv->pid == 0)
+		server_exec(sv);
+	if (sv->pid < 0 || !wait_until(sv, answers))
+		return false;
+	if (!sv->cluster)
+		return true;
+	c = connect_to(sv->port);
+	if (!c)
+		return false;
+	r = redisCommand(c, "CLUSTER ADDSLOTSRANGE 0 16383");
+	ok = r && r->type == REDIS_REPLY_STATUS;
+	freeReplyObject(r);
+	redisFree(c);
+	return ok && wait_until(sv, cluster_ok);
+}
+
+static void server_stop(struct server *sv)
+{
+	char path[96];
+
+	if (sv->pid > 0) {
+		kill(sv->pid, SIGTERM);
+		waitpid(sv->pid, NULL, 0);
+		sv->pid = 0;
+	}
+	if (sv->cluster && sv->dir[0]) {
+		snprintf(path, sizeof(path), "%s/nodes.conf", sv->dir);
+		unlink(path);
+		rmdir(sv->dir);
 	}
 }
 
@@ -179,7 +274,8 @@ static void open_step(struct step *s)
 
 	agr_redis_options_init(&o);
 	o.host = "127.0.0.1";
-	o.port = server_port;
+	o.port = server->port;
+	o.cluster = server->cluster;
 	err = agr_redis_new(agr_worker_current(), &o, &E.redis);
 	if (!err)
 		err = agr_wow_event_store_new(E.redis, &bank, &E.es);
@@ -342,6 +438,16 @@ static void snapshot_load_step(struct step *s)
 }
 
 /* ---- fixture ---- */
+
+static void setup_plain(void)
+{
+	server = &servers[0];
+}
+
+static void setup_cluster(void)
+{
+	server = &servers[1];
+}
 
 static void setup(void)
 {
@@ -627,21 +733,8 @@ static void quiet(agr_log_level level, const char *msg, void *arg)
 	(void)level, (void)msg, (void)arg;
 }
 
-int main(void)
+static void add_tests(TCase *tc)
 {
-	Suite *s = suite_create("wow_event_store");
-	TCase *tc = tcase_create("redis");
-	int ret;
-
-	tu_require_io_uring();
-	if (!server_start()) {
-		server_stop();
-		printf("SKIP: no redis-server could be started "
-		       "(apt-get install redis-server)\n");
-		return TU_SKIP;
-	}
-	if (!getenv("WOW_TEST_VERBOSE"))
-		agr_set_log_hook(quiet, NULL);
 	tcase_add_checked_fixture(tc, setup, teardown);
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_scripts_are_wows);
@@ -650,8 +743,43 @@ int main(void)
 	tcase_add_test(tc, test_load_rejects_foreign_member);
 	tcase_add_test(tc, test_snapshot_guard);
 	tcase_add_test(tc, test_free_in_flight_and_off_worker);
-	suite_add_tcase(s, tc);
+}
+
+int main(void)
+{
+	Suite *s = suite_create("wow_event_store");
+	TCase *plain = tcase_create("redis");
+	TCase *cluster = tcase_create("cluster");
+	int ret;
+
+	tu_require_io_uring();
+	if (!server_start(&servers[0])) {
+		server_stop(&servers[0]);
+		printf("SKIP: no redis-server could be started "
+		       "(apt-get install redis-server)\n");
+		return TU_SKIP;
+	}
+	/* A server that runs but cannot be a cluster is a failure. */
+	if (!server_start(&servers[1])) {
+		fprintf(stderr, "FAIL: redis-server --cluster-enabled did not "
+				"start or own the slots\n");
+		server_stop(&servers[0]);
+		server_stop(&servers[1]);
+		return EXIT_FAILURE;
+	}
+	if (!getenv("WOW_TEST_VERBOSE"))
+		agr_set_log_hook(quiet, NULL);
+	/* unchecked fixtures pick the server before each test's fork */
+	tcase_add_unchecked_fixture(plain, setup_plain, NULL);
+	add_tests(plain);
+	suite_add_tcase(s, plain);
+	/* the same steps routed by slot: keys of one call share a slot,
+	 * or Redis Cluster would answer CROSSSLOT */
+	tcase_add_unchecked_fixture(cluster, setup_cluster, NULL);
+	add_tests(cluster);
+	suite_add_tcase(s, cluster);
 	ret = tu_run(s);
-	server_stop();
+	server_stop(&servers[0]);
+	server_stop(&servers[1]);
 	return ret;
 }

@@ -295,6 +295,42 @@ AGR_API int agr_wow_event_stream_decode(const char *json, size_t len,
 
 AGR_API void agr_wow_event_stream_free(agr_wow_event_stream *s);
 
+/*
+ * A state event (Wow StateEvent, the `msg` of a ":state" stream entry):
+ * a domain event stream and the aggregate's state after it.
+ */
+typedef struct agr_wow_state_event {
+	agr_wow_event_stream stream;
+	const char *first_operator; /* NULL: "" */
+	int64_t first_event_time;   /* epoch ms */
+	const char *state;	    /* required: a JSON object, as given */
+	size_t state_len;
+	const char *tags;	    /* a JSON object of string arrays;
+				     * NULL: {} */
+	size_t tags_len;
+	bool deleted;
+} agr_wow_state_event;
+
+/*
+ * Writes `e` as Wow does: the stream's fields through version, then
+ * firstOperator, firstEventTime, state, tags, deleted, then body and
+ * createTime. Errors as agr_wow_event_stream_encode(); -EBADMSG also
+ * when state or tags is not a JSON object.
+ */
+AGR_API int agr_wow_state_event_encode(const agr_wow_state_event *e,
+				       char **json, size_t *len);
+
+/*
+ * Parses a state event: the stream's required fields, and state (an
+ * object) and deleted (a boolean); firstOperator defaults to "",
+ * firstEventTime to 0, tags to {} (as Wow's StateEventJsonDeserializer
+ * reads them). Freed with agr_wow_state_event_free().
+ */
+AGR_API int agr_wow_state_event_decode(const char *json, size_t len,
+				       agr_wow_state_event **out);
+
+AGR_API void agr_wow_state_event_free(agr_wow_state_event *e);
+
 #ifdef __cplusplus
 }
 #endif

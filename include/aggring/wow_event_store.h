@@ -13,8 +13,9 @@
  * like its client belongs to the client's worker: every call and every
  * callback happens on that worker's thread (-EPERM elsewhere). Calls are
  * asynchronous: a call that returns 0 calls its callback exactly once,
- * later, from the worker's loop (never from inside the call); a call that
- * fails never calls it. Strings passed in are copied as the call needs
+ * on the worker (usually later, from its loop; before the call returns
+ * only when the client fails the command at once, e.g. -ENXIO for a
+ * slot no master serves); a call that fails never calls it. Strings passed in are copied as the call needs
  * them; they need not outlive it.
  *
  * Scripts run with EVALSHA and, on a NOSCRIPT reply, once with EVAL,
