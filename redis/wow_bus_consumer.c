@@ -319,6 +319,7 @@ static void read_next(struct reader *rd)
 		return;
 	snprintf(block, sizeof(block), "%u", b->block_ms);
 	snprintf(cnt, sizeof(cnt), "%u", b->count);
+	rd->reading = true; /* first: a failing client may call back at once */
 	if (b->count)
 		ret = agr_redis_command(rd->r, t, on_read, rd,
 					"XREADGROUP GROUP %s %s COUNT %s BLOCK %s "
@@ -330,13 +331,11 @@ static void read_next(struct reader *rd)
 					"STREAMS %s >", b->group, b->consumer,
 					block, t);
 	if (ret < 0) {
-		agr_log(AGR_LOG_ERROR,
-			     "XREADGROUP %s: %s", t, strerror(-ret));
+		rd->reading = false;
+		agr_log(AGR_LOG_ERROR, "XREADGROUP %s: %s", t, strerror(-ret));
 		rd->waiting = true;
 		timer_arm(&b->retry[rd->index], retry_ms(b));
-		return;
 	}
-	rd->reading = true;
 }
 
 static void resume_readers(agr_wow_bus *b)
@@ -477,14 +476,14 @@ static void start_sweep(agr_wow_bus *b, unsigned index)
 
 	if (b->sweeping[index] || b->phase != P_RUNNING)
 		return;
+	b->sweeping[index] = true; /* first: it may end at once */
 	ret = agr__wowbus_sweep_start(b->ctl, b->topics[index], index,
 				      b->group, b->consumer, b->min_idle_ms,
 				      b->batch, &sweep_ops, b);
 	if (ret < 0) {
+		b->sweeping[index] = false;
 		timer_arm(&b->sweep_timer[index], b->interval_ms);
-		return;
 	}
-	b->sweeping[index] = true;
 }
 
 static void heartbeat_fire(agr_wow_bus *b, unsigned index)
@@ -578,15 +577,16 @@ static void send_batch(agr_wow_bus *b, struct ack_batch *ab)
 			argv[3 + i] = en->id;
 		for (unsigned i = 0; i < 3 + n; i++)
 			len[i] = strlen(argv[i]);
+		b->acks_out++; /* first: the reply may come at once */
 		ret = agr_redis_command_argv(b->ctl, t, strlen(t), (int)(3 + n),
 					     argv, len, on_ack, ab);
+		if (ret < 0)
+			b->acks_out--;
 	}
 	free(argv);
 	free(len);
-	if (ret == 0) {
-		b->acks_out++;
+	if (ret == 0)
 		return;
-	}
 	agr_log(AGR_LOG_ERROR, "XACK %s: %s; %u entries stay pending", t,
 		strerror(-ret), n);
 	count(&b->st_redis_errors, 1);
@@ -766,11 +766,14 @@ static void try_finish_stop(agr_wow_bus *b)
 	    atomic_load_explicit(&b->acks, memory_order_acquire))
 		return;
 	if (b->ctl && !b->leases[0].released && b->recovery) {
-		for (unsigned i = 0; i < b->ntopics; i++)
+		b->releasing++; /* held while the releases are sent */
+		for (unsigned i = 0; i < b->ntopics; i++) {
+			b->releasing++;
 			if (agr__wowbus_lease_release(&b->leases[i], b->ctl,
-						   on_released, b) == 0)
-				b->releasing++;
-		if (b->releasing)
+						      on_released, b) < 0)
+				b->releasing--;
+		}
+		if (--b->releasing)
 			return;
 	}
 	if (b->releasing || sweeps_running(b))

@@ -254,14 +254,16 @@ static int check_owner(struct agr__wowbus_sweep *s, size_t idx)
 	}
 	c->s = s;
 	c->owner = idx;
+	s->owners[idx].state = O_CHECKING;
+	s->checks++; /* first: the reply may come at once */
 	ret = agr_redis_command(s->r, key, on_exists, c, "EXISTS %s", key);
 	free(key);
 	if (ret < 0) {
+		s->checks--;
+		s->owners[idx].state = O_ACTIVE;
 		free(c);
 		return ret;
 	}
-	s->owners[idx].state = O_CHECKING;
-	s->checks++;
 	return 0;
 }
 
@@ -352,19 +354,25 @@ static void on_page(agr_redis *r, const redisReply *reply, int err,
 	(void)r;
 	if (!e && reply->type != REDIS_REPLY_ARRAY)
 		e = -EPROTO;
-	if (!e)
-		e = scan_page(s, reply);
 	if (e) {
-		if (s->checks) { /* the lookups' replies finish it */
-			s->err = e;
-			s->at_end = true;
-			return;
-		}
 		finish(s, e);
 		return;
 	}
-	if (!s->checks)
-		claim_dead(s);
+	/* A guard check: replies that come at once cannot end the sweep. */
+	s->checks++;
+	e = scan_page(s, reply);
+	if (e) {
+		s->err = e;
+		s->at_end = true;
+	}
+	if (--s->checks)
+		return; /* the lookups' replies go on */
+	if (s->err == -ECANCELED) {
+		finish(s, s->err);
+		return;
+	}
+	s->err = 0;
+	claim_dead(s);
 }
 
 static void read_page(struct agr__wowbus_sweep *s)
