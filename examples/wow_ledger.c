@@ -32,7 +32,7 @@ struct settings {
 	unsigned min_idle_ms, interval_ms, max_in_flight, count;
 };
 
-static void usage(void)
+__attribute__((noreturn)) static void usage(void)
 {
 	fprintf(stderr, "usage: wow_ledger [-h host] [-p port] [-c] [-g group] "
 		"[-n consumer] [-w workers] [-m min-idle-ms] [-i interval-ms] "
@@ -70,10 +70,10 @@ static int run(const struct settings *s, struct wow_workers *ws,
 	agr_dispatcher_options d = { 0 };
 	agr_wow_bus_options bo = AGR_WOW_BUS_OPTIONS_INIT;
 	const char *topics[1] = { command_topic };
-	agr_supplier *sup;
-	agr_scheduler *sched;
-	agr_dispatcher *disp;
-	agr_wow_bus *bus;
+	agr_supplier *sup = NULL;
+	agr_scheduler *sched = NULL;
+	agr_dispatcher *disp = NULL;
+	agr_wow_bus *bus = NULL;
 	agr_wow_bus_stats st;
 	int ret;
 

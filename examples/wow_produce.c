@@ -205,8 +205,8 @@ int main(int argc, char **argv)
 			      .window = 512, .run = "r1", .prefix = "acct" };
 	agr_named_aggregate na = { WOW_CONTEXT, "producer" };
 	const char *expect = NULL;
-	agr_supplier *sup;
-	agr_scheduler *sched;
+	agr_supplier *sup = NULL;
+	agr_scheduler *sched = NULL;
 	int opt, ret;
 
 	while ((opt = getopt(argc, argv, "h:p:ca:A:n:r:W:o:")) != -1) {

@@ -146,10 +146,10 @@ int main(int argc, char **argv)
 	const char *consumer = NULL;
 	unsigned min_idle = 0, interval = 0;
 	int workers = 1, opt, ret;
-	agr_supplier *sup;
-	agr_scheduler *sched;
-	agr_dispatcher *disp;
-	agr_wow_bus *bus;
+	agr_supplier *sup = NULL;
+	agr_scheduler *sched = NULL;
+	agr_dispatcher *disp = NULL;
+	agr_wow_bus *bus = NULL;
 	char *topic;
 	const char *topics[1];
 

@@ -27,8 +27,6 @@
 
 #include "testutil.h"
 
-#define NS_PER_MS 1000000ull
-
 static pid_t server_pid;
 static int server_port;
 static char server_dir[64];

@@ -201,8 +201,7 @@ static void note_published(struct verify *v, const char *msg, size_t len)
 		return;
 	}
 	a = find(v, s->aggregate_id);
-	if (!a) {
-		; /* another round's account */
+	if (!a) { /* another round's account */
 	} else if (s->version < 1 || (unsigned long)s->version > a->n) {
 		failf(v, ":event: %s version %d was never stored",
 		      s->aggregate_id, s->version);
