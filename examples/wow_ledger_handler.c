@@ -216,8 +216,10 @@ static void on_load(agr_wow_event_store *es, int status,
 		finish(d, -EBADMSG);
 		return;
 	}
-	d->acct->version = count ? streams[count - 1]->version : 0;
-	d->acct->balance = balance;
+	if (count) { /* the versions after what the cache had */
+		d->acct->version = streams[count - 1]->version;
+		d->acct->balance = balance;
+	}
 	d->acct->loaded = true;
 	if (!d->republish) {
 		step_append(d);
@@ -246,8 +248,16 @@ static void step_load(struct deposit *d)
 		step_append(d);
 		return;
 	}
+	/*
+	 * Versions only grow, so the cached one is a floor: a reload reads
+	 * only what came after it. A republish searches the whole stream.
+	 */
+	if (d->republish) {
+		d->acct->version = 0;
+		d->acct->balance = 0;
+	}
 	ret = agr_wow_event_store_load(d->st->store, d->cmd->aggregate_id,
-				       d->cmd->tenant_id, AGR_WOW_VERSION_MIN,
+				       d->cmd->tenant_id, d->acct->version + 1,
 				       AGR_WOW_VERSION_MAX, on_load, d);
 	if (ret < 0)
 		retry(d, ret, "load");
