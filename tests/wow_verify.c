@@ -446,5 +446,12 @@ int main(int argc, char **argv)
 	wait_done(&v);
 	agr_supplier_stop_gracefully(sup, 10000000000ull);
 	agr_supplier_free(sup);
+	for (size_t i = 0; i < v.nacct; i++)
+		free(v.acct[i].published);
+	for (size_t i = 0; i < v.nreq; i++)
+		free(v.req[i]);
+	free(v.acct);
+	free(v.req);
+	free(v.event_topic);
 	return v.failures ? 1 : 0;
 }
