@@ -26,6 +26,11 @@ static void free_event_stream(void *v)
 	agr_wow_event_stream_free(v);
 }
 
+static void free_state_event(void *v)
+{
+	agr_wow_state_event_free(v);
+}
+
 int agr_wow_decode_default(const char *topic, const char *msg, size_t len,
 			   agr_wow_decoded *out, void *arg)
 {
@@ -47,7 +52,18 @@ int agr_wow_decode_default(const char *topic, const char *msg, size_t len,
 		out->free_value = free_command;
 		return 0;
 	}
-	if (ends_with(topic, ":event") || ends_with(topic, ":state")) {
+	if (ends_with(topic, ":state")) {
+		agr_wow_state_event *e;
+
+		ret = agr_wow_state_event_decode(msg, len, &e);
+		if (ret < 0)
+			return ret;
+		out->aggregate_id = e->stream.aggregate_id;
+		out->value = e;
+		out->free_value = free_state_event;
+		return 0;
+	}
+	if (ends_with(topic, ":event")) {
 		agr_wow_event_stream *s;
 
 		ret = agr_wow_event_stream_decode(msg, len, &s);

@@ -42,6 +42,30 @@ static const char SPEC_COMMAND[] =
 	"JsonSerializerCommandTest$CreateOrder\",\"body\":{\"orderId\":"
 	"\"order-1\",\"quantity\":2},\"createTime\":1000}";
 
+/* The spec's domain event stream example, and it as a state event. */
+static const char SPEC_STREAM[] =
+	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
+	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
+	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
+	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
+	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
+	"\"1\",\"bodyType\":"
+	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
+	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
+
+static const char SPEC_STATE[] =
+	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
+	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
+	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
+	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
+	"\"firstOperator\":\"op-1\",\"firstEventTime\":1500,\"state\":"
+	"{\"orderId\":\"order-1\",\"status\":\"CREATED\"},\"tags\":"
+	"{\"region\":[\"east\"]},\"deleted\":false,"
+	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
+	"\"1\",\"bodyType\":"
+	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
+	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
+
 static int free_port(void)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
@@ -180,6 +204,7 @@ static long long pending(const char *topic, const char *group)
 struct seen {
 	_Atomic int count;
 	_Atomic int spec_ok; /* the spec's command arrived as decoded */
+	_Atomic int streams, states; /* :event and :state values seen */
 	int status;	     /* what the handler returns */
 };
 
@@ -189,7 +214,16 @@ static int handler(agr_exchange *ex, void *arg)
 	agr_message *m = agr_exchange_message(ex);
 	const agr_wow_command *c = agr_wow_message_value(m);
 
-	if (c && !strcmp(m->aggregate_id, "order-1") && m->type &&
+	const char *topic = agr_wow_message_topic(m);
+
+	if (strstr(topic, ":event") && !m->type &&
+	    ((const agr_wow_event_stream *)agr_wow_message_value(m))->version == 5)
+		atomic_fetch_add(&s->streams, 1);
+	else if (strstr(topic, ":state") && !m->type &&
+		 !strcmp(((const agr_wow_state_event *)agr_wow_message_value(m))
+				 ->first_operator, "op-1"))
+		atomic_fetch_add(&s->states, 1);
+	else if (c && !strcmp(m->aggregate_id, "order-1") && m->type &&
 	    !strcmp(m->type, "CreateOrder") && !strcmp(c->request_id,
 						       "request-1") &&
 	    agr_wow_message_entry_id(m) && agr_wow_message_topic(m))
@@ -274,6 +308,28 @@ START_TEST(test_spec_command_consumed_and_acked)
 	WAIT_EQ(STAT(sv.bus, acked), 1);
 	ck_assert_int_eq(atomic_load(&seen.spec_ok), 1);
 	ck_assert_int_eq(pending(topics[0], o.group), 0);
+	service_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_event_and_state_topics)
+{
+	const char *topics[] = { "t9.Order:event", "t9.Order:state" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	o.topics = topics;
+	o.ntopics = 2;
+	o.group = "sales.ProjectionDispatcher";
+	service_start(&sv, &seen, &o, 0);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_STREAM);
+	sync_ok("XADD %s * msg %s", topics[1], SPEC_STATE);
+	WAIT_EQ(STAT(sv.bus, acked), 2);
+	ck_assert_int_eq(atomic_load(&seen.streams), 1);
+	ck_assert_int_eq(atomic_load(&seen.states), 1);
+	ck_assert_int_eq(pending(topics[0], o.group), 0);
+	ck_assert_int_eq(pending(topics[1], o.group), 0);
 	service_stop(&sv);
 }
 END_TEST
@@ -522,6 +578,7 @@ static Suite *suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_options_checked);
 	tcase_add_test(tc, test_spec_command_consumed_and_acked);
+	tcase_add_test(tc, test_event_and_state_topics);
 	tcase_add_test(tc, test_failure_is_acked_as_wow_does);
 	tcase_add_test(tc, test_undecodable_stays_pending);
 	tcase_add_test(tc, test_busygroup_ignored_and_new_group_skips_old);

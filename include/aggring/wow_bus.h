@@ -81,9 +81,10 @@ typedef int (*agr_wow_decode_fn)(const char *topic, const char *msg,
 /*
  * The built-in decoder, by the topic's suffix (aggring/wow_codec.h):
  * ":command" -> agr_wow_command_decode(), type = the command's name,
- * value an agr_wow_command; ":event" and ":state" ->
- * agr_wow_event_stream_decode(), type NULL, value an
- * agr_wow_event_stream. The codec's errors (-EBADMSG ...); -EINVAL for
+ * value an agr_wow_command; ":event" -> agr_wow_event_stream_decode(),
+ * type NULL, value an agr_wow_event_stream; ":state" ->
+ * agr_wow_state_event_decode(), type NULL, value an
+ * agr_wow_state_event. The codec's errors (-EBADMSG ...); -EINVAL for
  * another suffix.
  */
 AGR_API int agr_wow_decode_default(const char *topic, const char *msg,
@@ -189,7 +190,8 @@ AGR_API const char *agr_wow_bus_consumer_name(const agr_wow_bus *b);
  * msg->body is the entry's `msg` JSON (body_len bytes, NUL-terminated),
  * msg->aggregate_id and msg->type come from the decoder, and value is
  * the decoder's (with the built-in one, an agr_wow_command * or an
- * agr_wow_event_stream *). Valid until the completion callback; NULL
+ * agr_wow_event_stream * or an agr_wow_state_event *). Valid until
+ * the completion callback; NULL
  * for NULL.
  */
 AGR_API const char *agr_wow_message_entry_id(const agr_message *msg);
