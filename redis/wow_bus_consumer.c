@@ -924,10 +924,17 @@ void agr_wow_bus_free(agr_wow_bus *b)
 
 	if (!b)
 		return;
-	while (agr_wow_bus_stop(b, 5000000000ull) == -ETIMEDOUT)
-		agr_log(AGR_LOG_WARN,
-			     "consumer %s: stop waits for %lu messages in "
-			     "flight", b->consumer, b->in_flight);
+	while (agr_wow_bus_stop(b, 5000000000ull) == -ETIMEDOUT) {
+		/* With its workers gone, nothing can finish the stop. */
+		if (agr_scheduler_is_terminated(b->sched)) {
+			agr_log(AGR_LOG_ERROR, "consumer %s: freed while its "
+				"scheduler is gone; unacked entries stay "
+				"pending", b->consumer);
+			break;
+		}
+		agr_log(AGR_LOG_WARN, "consumer %s: stop waits for messages "
+			"in flight", b->consumer);
+	}
 	for (en = atomic_load(&b->acks); en; en = next) {
 		next = en->next;
 		entry_free(en);
