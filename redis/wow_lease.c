@@ -3,8 +3,9 @@
  * wow_lease.c - a consumer lease as Wow's RedisConsumerLeaseRegistry
  * keeps it: SET <key> <token> EX <ttl> (no NX: the key is this
  * consumer's own), a heartbeat that extends it only while it still
- * holds our token, and a release that deletes it only then. A refused
- * heartbeat stops the heartbeat, nothing else (as Wow).
+ * holds our token, and a release that deletes it only then. A SET that
+ * failed, or a refused heartbeat, is retaken at the next beat (Wow reads
+ * on without a lease then).
  */
 #include "wow_bus_internal.h"
 
@@ -141,11 +142,18 @@ static void on_heartbeat(agr_redis *r, const struct redisReply *reply,
 	if (err == -ECANCELED)
 		return;
 	if (err || reply->type != REDIS_REPLY_INTEGER || reply->integer != 1) {
+		/*
+		 * Wow stops the heartbeat here and reads on without a lease
+		 * for good, its entries claimable whenever they are idle
+		 * long enough; the next beat takes the lease again instead
+		 * (a node that restarted lost it, or it expired meanwhile).
+		 */
 		agr_log(AGR_LOG_WARN,
-			     "lease %s: heartbeat refused (%s); it stops",
-			     l->key, err ? strerror(-err) :
-			     agr__wowbus_reply_text(reply));
+			"lease %s: heartbeat refused (%s); taking it again",
+			l->key, err ? strerror(-err) :
+			agr__wowbus_reply_text(reply));
 		l->held = false;
+		l->take_failed = true;
 	}
 }
 

@@ -418,6 +418,9 @@ START_TEST(test_lease_held_and_released)
 	/* TTL = 3 x interval, renewed by the heartbeat. */
 	ck_assert_int_le(sync_integer("PTTL %s", key), 3000);
 	ck_assert_int_gt(sync_integer("PTTL %s", key), 0);
+	/* Lost (a node restarted without it): the heartbeat takes it again. */
+	ck_assert_int_eq(sync_integer("DEL %s", key), 1);
+	WAIT_EQ(sync_integer("EXISTS %s", key), 1);
 	service_stop(&sv);
 	ck_assert_int_eq(sync_integer("EXISTS %s", key), 0);
 	free(key);

@@ -23,7 +23,8 @@
  *    consumer is gone; an entry without `msg`, or whose `msg` does not
  *    decode, stays pending too, and is logged and counted;
  *  - a lease per topic under agr_wow_lease_key() (SET EX 3 x interval,
- *    a heartbeat each interval, released on stop);
+ *    a heartbeat each interval, taken again if it was lost, released
+ *    on stop);
  *  - a pending sweep per topic each interval: XPENDING pages, and
  *    XCLAIM <min-idle> of entries owned by other consumers that hold
  *    no lease and were idle in XINFO CONSUMERS for min-idle or more;
