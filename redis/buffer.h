@@ -18,6 +18,22 @@ int agr__redis_buf_append(struct agr__redis_buf *b, const void *p, size_t len);
 /* Inserts `len` bytes in front; 0 or -ENOMEM. */
 int agr__redis_buf_prepend(struct agr__redis_buf *b, const void *p, size_t len);
 void agr__redis_buf_swap(struct agr__redis_buf *a, struct agr__redis_buf *b);
+
+/* Empties it, keeping the memory (a send may still be reading it). */
+static inline void agr__redis_buf_clear(struct agr__redis_buf *b)
+{
+	b->len = 0;
+}
+
+static inline const char *agr__redis_buf_data(const struct agr__redis_buf *b)
+{
+	return b->data;
+}
+
+static inline size_t agr__redis_buf_len(const struct agr__redis_buf *b)
+{
+	return b->len;
+}
 void agr__redis_buf_free(struct agr__redis_buf *b);
 
 #endif /* AGGRING_REDIS_BUFFER_H */

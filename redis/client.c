@@ -49,6 +49,8 @@ struct agr_redis {
 	uint64_t connect_timeout_ns;
 	uint64_t reconnect_delay_ns;
 	char *name;
+	char *username;
+	char *password;
 	agr_redis_stats stats;
 
 	struct agr__redis_conn *single; /* not cluster mode */
@@ -80,14 +82,23 @@ static bool on_worker(const agr_redis *r, const char *what)
 	return false;
 }
 
+static void client_free_strings(struct agr_redis *r)
+{
+	free(r->host);
+	free(r->name);
+	free(r->username);
+	if (r->password) /* do not leave it in freed memory */
+		explicit_bzero(r->password, strlen(r->password));
+	free(r->password);
+}
+
 static void client_destroy(struct agr_redis *r)
 {
 	void (*done)(void *) = r->done;
 	void *arg = r->done_arg;
 
 	agr__redis_map_free(r->map, NULL);
-	free(r->host);
-	free(r->name);
+	client_free_strings(r);
 	free(r);
 	if (done)
 		done(arg);
@@ -127,7 +138,11 @@ static void conn_down(struct agr__redis_conn *c, int err, void *arg)
 
 	(void)c;
 	(void)err;
-	/* the node may have gone for good: ask the others who serves what */
+	/*
+	 * The node may have gone for good (a replica took over): ask the
+	 * others who serves what, after each failed attempt too, so that
+	 * new commands reach the new master once the map says so.
+	 */
 	if (r->cluster && !r->closing)
 		client_refresh(r);
 }
@@ -155,6 +170,8 @@ static int client_conn_new(struct agr_redis *r, const char *host, int port,
 		.host = host,
 		.port = port,
 		.name = r->name,
+		.username = r->username,
+		.password = r->password,
 		.connect_timeout_ns = r->connect_timeout_ns,
 		.reconnect_delay_ns = r->reconnect_delay_ns,
 		.stats = &r->stats,
@@ -479,6 +496,10 @@ static int options_check(const agr_redis_options *o)
 		agr_log(AGR_LOG_ERROR, "redis: options.host is empty");
 		return -EINVAL;
 	}
+	if (o->username && !o->password) {
+		agr_log(AGR_LOG_ERROR, "redis: options.username without a password");
+		return -EINVAL;
+	}
 	if (o->name && (!*o->name || strpbrk(o->name, " \r\n"))) {
 		agr_log(AGR_LOG_ERROR,
 			"redis: options.name \"%s\" is empty or has blanks",
@@ -541,6 +562,8 @@ AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
 	r->w = w;
 	r->host = strdup(o->host ? o->host : DEFAULT_HOST);
 	r->name = strdup(o->name ? o->name : DEFAULT_NAME);
+	r->username = o->username ? strdup(o->username) : NULL;
+	r->password = o->password ? strdup(o->password) : NULL;
 	r->port = o->port ? o->port : DEFAULT_PORT;
 	r->cluster = o->cluster;
 	r->max_redirects = o->max_redirects ? o->max_redirects
@@ -552,7 +575,10 @@ AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
 					? o->reconnect_delay_ns
 					: DEFAULT_RECONNECT_DELAY_NS;
 	r->waiting_tail = &r->waiting;
-	ret = r->host && r->name ? client_start(r) : -ENOMEM;
+	ret = r->host && r->name && (!o->username || r->username) &&
+			      (!o->password || r->password)
+		      ? client_start(r)
+		      : -ENOMEM;
 	if (ret < 0) {
 		agr_redis_free(r);
 		return ret;
@@ -695,8 +721,7 @@ AGR_API void agr_redis_free(agr_redis *r)
 	}
 	agr__redis_map_free(r->map, NULL);
 	r->map = NULL;
-	free(r->host);
-	free(r->name);
+	client_free_strings(r);
 	free(r);
 }
 

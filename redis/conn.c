@@ -44,6 +44,8 @@ struct agr__redis_conn {
 	char *host;
 	int port;
 	char *name;
+	char *username;
+	char *password;
 	uint64_t connect_timeout_ns;
 	uint64_t reconnect_delay_ns;
 	agr_redis_stats *stats;
@@ -81,19 +83,23 @@ static uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* Completes entries with `err`: every one, or only those on the wire. */
+/*
+ * Completes entries with `err`: every one, or only those on the wire.
+ * Only those there now: a callback may append commands, which stay.
+ */
 static void conn_fail(struct agr__redis_conn *c, int err, bool sent_only)
 {
+	size_t n = sent_only ? agr__redis_pipe_sent(&c->pipe)
+			     : agr__redis_pipe_len(&c->pipe);
 	struct agr__redis_pending e;
 
-	while (sent_only ? agr__redis_pipe_pop_sent(&c->pipe, &e)
-			 : agr__redis_pipe_pop(&c->pipe, &e))
-		e.cb(e.arg, NULL, err);
 	if (!sent_only) {
-		c->out.len = 0;
-		c->wire.len = 0;
+		agr__redis_buf_clear(&c->out);
+		agr__redis_buf_clear(&c->wire);
 		c->wire_off = 0;
 	}
+	while (n-- && agr__redis_pipe_pop(&c->pipe, &e))
+		e.cb(e.arg, NULL, err);
 }
 
 /* The worker is stopping: no more I/O can be submitted. */
@@ -119,7 +125,7 @@ static void conn_break(struct agr__redis_conn *c, int err)
 	c->state = CONN_BROKEN;
 	if (c->receiving || c->sending)
 		agr_io_cancel(c->w, c);
-	c->wire.len = 0;
+	agr__redis_buf_clear(&c->wire);
 	c->wire_off = 0;
 	/* a force stop cancels the receive: that is not the server's doing */
 	conn_fail(c, agr_worker_interrupted() ? -ECANCELED : -ECONNRESET, true);
@@ -175,6 +181,9 @@ static void conn_attempt_failed(struct agr__redis_conn *c, int err)
 	if (delay > c->deadline - now)
 		delay = c->deadline - now;
 	conn_wait_retry(c, delay ? delay : 1);
+	/* the node may be gone for good, its slots served elsewhere now */
+	if (c->state == CONN_WAITING && c->hooks->down)
+		c->hooks->down(c, err, c->hook_arg);
 }
 
 static int conn_resolve(struct agr__redis_conn *c, struct sockaddr_storage *ss,
@@ -343,8 +352,8 @@ static void on_send(int res, void *arg)
 			conn_break(c, res);
 		} else {
 			c->wire_off += (size_t)res;
-			if (c->wire_off >= c->wire.len) {
-				c->wire.len = 0;
+			if (c->wire_off >= agr__redis_buf_len(&c->wire)) {
+				agr__redis_buf_clear(&c->wire);
 				c->wire_off = 0;
 			}
 			conn_flush(c);
@@ -361,15 +370,17 @@ static void conn_flush(struct agr__redis_conn *c)
 
 	if (c->state != CONN_READY || c->sending)
 		return;
-	if (c->wire.len == 0) {
-		if (c->out.len == 0)
+	if (agr__redis_buf_len(&c->wire) == 0) {
+		if (agr__redis_buf_len(&c->out) == 0)
 			return;
 		agr__redis_buf_swap(&c->out, &c->wire);
 		c->wire_off = 0;
 		agr__redis_pipe_mark_sent(&c->pipe);
 	}
-	ret = agr_io_send(c->w, c->fd, c->wire.data + c->wire_off,
-			  c->wire.len - c->wire_off, MSG_NOSIGNAL, on_send, c);
+	ret = agr_io_send(c->w, c->fd,
+			  agr__redis_buf_data(&c->wire) + c->wire_off,
+			  agr__redis_buf_len(&c->wire) - c->wire_off,
+			  MSG_NOSIGNAL, on_send, c);
 	if (ret < 0) {
 		conn_break(c, ret);
 		return;
@@ -421,24 +432,53 @@ static void ignore_reply(void *arg, struct redisReply *reply, int err)
 	(void)err;
 }
 
-/* CLIENT SETNAME, ahead of the commands that waited for the connection. */
-static int conn_hello(struct agr__redis_conn *c)
+/* A command of the connection's own, ahead of everything queued. */
+static int conn_prepend(struct agr__redis_conn *c, agr__redis_reply_cb cb,
+			int argc, const char **argv)
 {
 	char *cmd;
 	int len, ret;
 
-	if (!c->name)
-		return 0;
-	len = redisFormatCommand(&cmd, "CLIENT SETNAME %s", c->name);
+	len = redisFormatCommandArgv(&cmd, argc, argv, NULL);
 	if (len < 0)
 		return -ENOMEM;
-	ret = agr__redis_pipe_push_front(&c->pipe, ignore_reply, NULL);
+	ret = agr__redis_pipe_push_front(&c->pipe, cb, c);
 	if (ret == 0) {
 		ret = agr__redis_buf_prepend(&c->out, cmd, (size_t)len);
 		if (ret < 0)
 			agr__redis_pipe_drop_front(&c->pipe);
 	}
 	redisFreeCommand(cmd);
+	return ret;
+}
+
+/*
+ * A refused AUTH is logged; the commands behind it run as the
+ * connection's user before AUTH (NOAUTH errors where the default user
+ * needs a password).
+ */
+static void on_auth(void *arg, struct redisReply *reply, int err)
+{
+	struct agr__redis_conn *c = arg;
+
+	if (err == 0 && reply->type == REDIS_REPLY_ERROR)
+		agr_log(AGR_LOG_ERROR, "redis %s:%d: AUTH refused: %s",
+			c->host, c->port, reply->str);
+}
+
+/* AUTH, then CLIENT SETNAME, ahead of the commands that waited. */
+static int conn_hello(struct agr__redis_conn *c)
+{
+	const char *setname[] = { "CLIENT", "SETNAME", c->name };
+	const char *auth[] = { "AUTH", c->username ? c->username : c->password,
+			       c->password };
+	int ret = 0;
+
+	if (c->name)
+		ret = conn_prepend(c, ignore_reply, 3, setname);
+	if (ret == 0 && c->password)
+		ret = c->username ? conn_prepend(c, on_auth, 3, auth)
+				  : conn_prepend(c, on_auth, 2, auth);
 	return ret;
 }
 
@@ -537,6 +577,10 @@ void agr__redis_conn_free(struct agr__redis_conn *c)
 	agr__redis_pipe_free(&c->pipe);
 	free(c->host);
 	free(c->name);
+	free(c->username);
+	if (c->password) /* do not leave it in freed memory */
+		explicit_bzero(c->password, strlen(c->password));
+	free(c->password);
 	free(c);
 }
 
@@ -548,13 +592,16 @@ int agr__redis_conn_new(const struct agr__redis_conn_config *cfg,
 
 	if (!c)
 		return -ENOMEM;
+	c->fd = -1;
 	c->w = cfg->w;
 	c->host = strdup(cfg->host);
 	c->name = cfg->name ? strdup(cfg->name) : NULL;
-	if (!c->host || (cfg->name && !c->name)) {
-		free(c->host);
-		free(c->name);
-		free(c);
+	c->username = cfg->username ? strdup(cfg->username) : NULL;
+	c->password = cfg->password ? strdup(cfg->password) : NULL;
+	if (!c->host || (cfg->name && !c->name) ||
+	    (cfg->username && !c->username) ||
+	    (cfg->password && !c->password)) {
+		agr__redis_conn_free(c);
 		return -ENOMEM;
 	}
 	c->port = cfg->port;

@@ -26,7 +26,10 @@ struct agr__redis_conn;
 struct agr__redis_conn_hooks {
 	/* Connected (again); commands waiting go out next. */
 	void (*up)(struct agr__redis_conn *c, void *arg);
-	/* The connection failed (err) and will be made again. */
+	/*
+	 * The connection failed (err), or an attempt to make it again did;
+	 * another attempt follows after the delay.
+	 */
 	void (*down)(struct agr__redis_conn *c, int err, void *arg);
 	/* After agr__redis_conn_close(): c is freed when this returns. */
 	void (*closed)(struct agr__redis_conn *c, void *arg);
@@ -37,6 +40,8 @@ struct agr__redis_conn_config {
 	const char *host;
 	int port;
 	const char *name;	/* CLIENT SETNAME on each connect; NULL: none */
+	const char *username;	/* AUTH username password; NULL: AUTH password */
+	const char *password;	/* NULL: no AUTH */
 	uint64_t connect_timeout_ns;
 	uint64_t reconnect_delay_ns;
 	agr_redis_stats *stats; /* connects and sends are counted there */

@@ -313,10 +313,28 @@ START_TEST(single_server_errors_are_replies)
 }
 END_TEST
 
+/* Issues one more command from the failed one's callback: it must stay. */
+static void on_refused_again(agr_redis *r, const redisReply *reply, int err,
+			     void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(r == c->r);
+	tally(c, reply, err);
+	TU_EXPECT(agr_redis_command(r, NULL, on_any, c, "PING") == 0);
+	one_done(c);
+}
+
 static void phase_refused(struct ctx *c)
 {
 	TU_EXPECT(agr_redis_command(c->r, NULL, on_any, c, "PING") == 0);
 	TU_EXPECT(agr_redis_command(c->r, NULL, on_any, c, "PING") == 0);
+}
+
+static void phase_refused_again(struct ctx *c)
+{
+	TU_EXPECT(agr_redis_command(c->r, NULL, on_refused_again, c,
+				    "PING") == 0);
 }
 
 START_TEST(single_connection_refused_times_out)
@@ -343,9 +361,12 @@ START_TEST(single_connection_refused_times_out)
 	/* a later command tries again, and fails the same way */
 	run_phase(&c, phase_refused, 2);
 	ck_assert_int_eq(c.timeouts, 4);
+	/* one issued from a failure's callback gets its own attempts */
+	run_phase(&c, phase_refused_again, 2);
+	ck_assert_int_eq(c.timeouts, 6);
 	close_client(&c);
 	ck_assert_uint_eq(c.stats.connects, 0);
-	ck_assert_uint_eq(c.stats.failures, 4);
+	ck_assert_uint_eq(c.stats.failures, 6);
 	close(fd);
 	rig_down();
 }
@@ -421,10 +442,71 @@ START_TEST(single_close_before_connected)
 }
 END_TEST
 
+/* An ACL user of this test's own: AUTH with its password, then a wrong one. */
+static char acl_user[64];
+
+static void on_whoami(agr_redis *r, const redisReply *reply, int err,
+		      void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(r == c->r);
+	tally(c, reply, err);
+	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
+	    strcmp(reply->str, acl_user) == 0)
+		c->matched++;
+	one_done(c);
+}
+
+static void phase_whoami(struct ctx *c)
+{
+	TU_EXPECT(agr_redis_command(c->r, NULL, on_whoami, c, "ACL WHOAMI") == 0);
+}
+
+START_TEST(single_auth_with_an_acl_user)
+{
+	redisContext *x = redisConnect("127.0.0.1", single_port);
+	redisReply *reply;
+	struct ctx c;
+
+	ck_assert(x && !x->err);
+	snprintf(acl_user, sizeof(acl_user), "rc%d", (int)getpid());
+	reply = redisCommand(x, "ACL SETUSER %s on >s3cret ~* &* +@all",
+			     acl_user);
+	ck_assert(reply && reply->type == REDIS_REPLY_STATUS);
+	freeReplyObject(reply);
+
+	ctx_init(&c, single_port, false);
+	c.o.username = acl_user;
+	c.o.password = "s3cret";
+	rig_up();
+	run_phase(&c, phase_whoami, 1);
+	ck_assert_int_eq(c.matched, 1);
+	close_client(&c);
+
+	/*
+	 * A wrong password: AUTH is refused (logged), and the command runs
+	 * as the connection's user before AUTH, here the default one.
+	 */
+	ctx_init(&c, single_port, false);
+	c.o.username = acl_user;
+	c.o.password = "wrong";
+	run_phase(&c, phase_whoami, 1);
+	ck_assert_int_eq(c.ok, 1);
+	ck_assert_int_eq(c.matched, 0);
+	close_client(&c);
+	rig_down();
+
+	reply = redisCommand(x, "ACL DELUSER %s", acl_user);
+	freeReplyObject(reply);
+	redisFree(x);
+}
+END_TEST
+
 struct misuse {
 	struct tu_latch latch;
 	agr_worker *w;
-	int bad_size, bad_name, bad_port, reserved, no_out, ok;
+	int bad_size, bad_name, bad_port, user_only, reserved, no_out, ok;
 	agr_redis *r;
 };
 
@@ -443,6 +525,9 @@ static void misuse_task(void *arg)
 	o = (agr_redis_options)AGR_REDIS_OPTIONS_INIT;
 	o.port = 70000;
 	m->bad_port = agr_redis_new(m->w, &o, &r);
+	o = (agr_redis_options)AGR_REDIS_OPTIONS_INIT;
+	o.username = "user";
+	m->user_only = agr_redis_new(m->w, &o, &r);
 	o = (agr_redis_options)AGR_REDIS_OPTIONS_INIT;
 	o.reserved[3] = 1;
 	m->reserved = agr_redis_new(m->w, &o, &r);
@@ -473,6 +558,7 @@ START_TEST(misuse_is_refused)
 	ck_assert_int_eq(m.bad_size, -EINVAL);
 	ck_assert_int_eq(m.bad_name, -EINVAL);
 	ck_assert_int_eq(m.bad_port, -EINVAL);
+	ck_assert_int_eq(m.user_only, -EINVAL);
 	ck_assert_int_eq(m.reserved, -EINVAL);
 	ck_assert_int_eq(m.no_out, -EINVAL);
 	ck_assert_int_eq(m.ok, 0);
@@ -1072,6 +1158,7 @@ static Suite *client_suite(void)
 	tcase_add_test(single, single_close_cancels_pending_once);
 	tcase_add_test(single, single_close_before_connected);
 	tcase_add_test(single, misuse_is_refused);
+	tcase_add_test(single, single_auth_with_an_acl_user);
 	tcase_add_test(single, force_stop_cancels_and_exit_hook_frees);
 	suite_add_tcase(s, single);
 

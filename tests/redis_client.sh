@@ -25,15 +25,28 @@ fi
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-redis-client.XXXXXX") || exit 1
 cleanup() {
-	sh "$cluster_sh" stop "$tmp" >/dev/null 2>&1
+	for d in "$tmp"/c*; do
+		[ -d "$d" ] && sh "$cluster_sh" stop "$d" >/dev/null 2>&1
+	done
 	rm -rf "$tmp"
 }
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
-base=$(sh "$cluster_sh" free-base "$tmp") || exit 1
-sh "$cluster_sh" start "$tmp" "$base" || exit 1
-sh "$cluster_sh" single "$tmp" $((base + 3)) || exit 1
+# A port found free may be taken before the servers bind it (other
+# tests run at the same time): then try other ports, three times.
+tries=0
+while :; do
+	base=$(sh "$cluster_sh" free-base "$tmp") || exit 1
+	if sh "$cluster_sh" start "$tmp/c$tries" "$base" &&
+		sh "$cluster_sh" single "$tmp/c$tries" $((base + 3)); then
+		break
+	fi
+	sh "$cluster_sh" stop "$tmp/c$tries" >/dev/null 2>&1
+	tries=$((tries + 1))
+	[ $tries -lt 3 ] || { echo "FAIL: no cluster after 3 tries" >&2; exit 1; }
+done
+dir=$tmp/c$tries
 
 REDIS_SINGLE_PORT=$((base + 3)) REDIS_CLUSTER_PORT=$base \
-	REDIS_CLUSTER_DIR=$tmp REDIS_CLUSTER_SH=$cluster_sh "$suite"
+	REDIS_CLUSTER_DIR=$dir REDIS_CLUSTER_SH=$cluster_sh "$suite"

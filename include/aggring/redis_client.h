@@ -21,7 +21,10 @@
  * before Redis 7), sends each command to the master of its key's slot
  * (CRC16 of the key or of its {hash tag}, mod 16384), follows MOVED
  * (and refreshes the map) and ASK (ASKING first), and after a node's
- * connection fails reconnects and refreshes the map.
+ * connection fails reconnects and refreshes the map (after each failed
+ * attempt too). Commands not yet sent on the failed connection wait for
+ * it, up to connect_timeout_ns, even if a replica took over meanwhile;
+ * later ones follow the new map.
  *
  * Blocking commands (XREADGROUP ... BLOCK, BLPOP) hold up every command
  * pipelined behind them on the same connection: give them a client of
@@ -55,8 +58,12 @@ typedef struct agr_redis_options {
 	unsigned max_redirects;	    /* MOVED/ASK hops per command; 0: 5 */
 	uint64_t connect_timeout_ns; /* 0: 5 s */
 	uint64_t reconnect_delay_ns; /* between attempts; 0: 100 ms */
-	const char *name;     /* CLIENT SETNAME and log lines; NULL:
+	const char *name;     /* CLIENT SETNAME, without blanks; NULL:
 			       * "aggring" */
+	const char *username; /* ACL user (Redis 6+): AUTH username
+			       * password; NULL: AUTH password alone */
+	const char *password; /* AUTH on each connection before anything
+			       * else; NULL: none */
 	uint64_t reserved[8];
 } agr_redis_options;
 
@@ -68,8 +75,9 @@ AGR_API void agr_redis_options_init(agr_redis_options *o);
  * Makes a client on worker `w`; must be called on w's thread. The
  * connection is made asynchronously: commands issued before it is up
  * wait for it. A host that is not numeric is resolved with getaddrinfo
- * on the worker at each attempt to connect: prefer an address. Returns 0, -EINVAL (and a log line naming the field),
- * -ENOMEM, or -EPERM when not called on `w`.
+ * on the worker at each attempt to connect: prefer an address. The
+ * option strings are copied. Returns 0, -EINVAL (and a log line naming
+ * the field), -ENOMEM, or -EPERM when not called on `w`.
  */
 AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
 			  agr_redis **out);
