@@ -512,15 +512,21 @@ static int read_send(agr_wow_event_store *es, struct read_op *op,
 	if (op->kind == READ_LOAD) {
 		snprintf(h, sizeof(h), "%d", (int)head);
 		snprintf(t, sizeof(t), "%d", (int)tail);
-		argv[0] = "ZRANGEBYSCORE", argv[1] = k.stream;
-		argv[2] = h, argv[3] = t;
+		argv[0] = "ZRANGEBYSCORE";
+		argv[1] = k.stream;
+		argv[2] = h;
+		argv[3] = t;
 		argc = 4;
 	} else if (op->kind == READ_LAST) {
-		argv[0] = "ZREVRANGE", argv[1] = k.stream;
-		argv[2] = "0", argv[3] = "0", argv[4] = "WITHSCORES";
+		argv[0] = "ZREVRANGE";
+		argv[1] = k.stream;
+		argv[2] = "0";
+		argv[3] = "0";
+		argv[4] = "WITHSCORES";
 		argc = 5;
 	} else {
-		argv[0] = "SISMEMBER", argv[1] = k.req_idx;
+		argv[0] = "SISMEMBER";
+		argv[1] = k.req_idx;
 		argv[2] = request_id;
 		argc = 3;
 	}

@@ -209,6 +209,9 @@ int agr__wow_json_get_str(struct json_object *o, const char *what,
 	s = json_object_get_string(v);
 	if (strlen(s) != (size_t)json_object_get_string_len(v))
 		return mistyped(what, key, "a string without NUL");
+	/* json-c lets encoded surrogates through; Wow's keys refuse them */
+	if (!agr__wow_utf8_valid(s, strlen(s)))
+		return mistyped(what, key, "UTF-8 without surrogates");
 	*out = s;
 	return 0;
 }
@@ -272,6 +275,7 @@ int agr__wow_json_get_header(struct json_object *o, const char *what,
 			     const char *key, agr_wow_header **out,
 			     size_t *count)
 {
+	struct json_object_iterator it, end;
 	struct json_object *v;
 	agr_wow_header *h;
 	size_t n, i = 0;
@@ -289,16 +293,25 @@ int agr__wow_json_get_header(struct json_object *o, const char *what,
 	h = calloc(n, sizeof(*h));
 	if (!h)
 		return -ENOMEM;
-	json_object_object_foreach(v, k, val) {
-		if (!val || !json_object_is_type(val, json_type_string)) {
-			agr_log(AGR_LOG_WARN,
-				"%s: header \"%s\" is not a string", what, k);
+	for (it = json_object_iter_begin(v), end = json_object_iter_end(v);
+	     !json_object_iter_equal(&it, &end) && i < n;
+	     json_object_iter_next(&it), i++) {
+		const char *k = json_object_iter_peek_name(&it);
+		struct json_object *val = json_object_iter_peek_value(&it);
+
+		if (!val || !json_object_is_type(val, json_type_string) ||
+		    !agr__wow_utf8_valid(k, strlen(k)) ||
+		    (size_t)json_object_get_string_len(val) !=
+			    strlen(json_object_get_string(val)) ||
+		    !agr__wow_utf8_valid(json_object_get_string(val),
+					 strlen(json_object_get_string(val)))) {
+			agr_log(AGR_LOG_WARN, "%s: header \"%s\" is not a "
+					      "UTF-8 string", what, k);
 			free(h);
 			return -EBADMSG;
 		}
 		h[i].key = k;
 		h[i].value = json_object_get_string(val);
-		i++;
 	}
 	*out = h;
 	*count = i;

@@ -34,8 +34,8 @@ static inline uint32_t ror(uint32_t x, unsigned n)
 
 static void block(uint32_t h[8], const uint8_t *p)
 {
-	uint32_t w[64], a, b, c, d, e, f, g, k, t1, t2;
-	unsigned i;
+	uint32_t w[64], v[8], t1, t2;
+	unsigned i, j;
 
 	for (i = 0; i < 16; i++)
 		w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
@@ -45,18 +45,20 @@ static void block(uint32_t h[8], const uint8_t *p)
 		       (ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3)) +
 		       w[i - 7] +
 		       (ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10));
-	a = h[0], b = h[1], c = h[2], d = h[3];
-	e = h[4], f = h[5], g = h[6], k = h[7];
+	memcpy(v, h, sizeof(v));
+	/* v = a b c d e f g h */
 	for (i = 0; i < 64; i++) {
-		t1 = k + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) +
-		     ((e & f) ^ (~e & g)) + K[i] + w[i];
-		t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) +
-		     ((a & b) ^ (a & c) ^ (b & c));
-		k = g, g = f, f = e, e = d + t1;
-		d = c, c = b, b = a, a = t1 + t2;
+		t1 = v[7] + (ror(v[4], 6) ^ ror(v[4], 11) ^ ror(v[4], 25)) +
+		     ((v[4] & v[5]) ^ (~v[4] & v[6])) + K[i] + w[i];
+		t2 = (ror(v[0], 2) ^ ror(v[0], 13) ^ ror(v[0], 22)) +
+		     ((v[0] & v[1]) ^ (v[0] & v[2]) ^ (v[1] & v[2]));
+		for (j = 7; j > 0; j--)
+			v[j] = v[j - 1];
+		v[4] += t1;
+		v[0] = t1 + t2;
 	}
-	h[0] += a, h[1] += b, h[2] += c, h[3] += d;
-	h[4] += e, h[5] += f, h[6] += g, h[7] += k;
+	for (i = 0; i < 8; i++)
+		h[i] += v[i];
 }
 
 void agr__wow_sha256_hex(const void *data, size_t len, char out[65])

@@ -187,8 +187,10 @@ AGR_API int agr_wow_snapshot_load(agr_wow_event_store *es,
 		return -ENOMEM;
 	}
 	*op = (struct load_op){ es, cb, arg };
-	argv[0] = "GET", lens[0] = 3;
-	argv[1] = k.snapshot, lens[1] = k.snapshot_len;
+	argv[0] = "GET";
+	lens[0] = 3;
+	argv[1] = k.snapshot;
+	lens[1] = k.snapshot_len;
 	agr__wow_es_hold(es);
 	err = agr_redis_command_argv(agr_wow_event_store_redis(es), k.snapshot,
 				     k.snapshot_len, 2, argv, lens, load_reply,

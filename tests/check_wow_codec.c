@@ -134,6 +134,20 @@ START_TEST(test_es_keys_wow_examples)
 			  agr_redis_key_slot(k.ids, k.ids_len));
 	agr_wow_es_keys_free(&k);
 
+	/* RedisEventStoreScanTest: the append script's keys and members */
+	ck_assert_int_eq(agr_wow_es_keys_build(&order, "order-1", "tenant-1",
+					       &k), 0);
+	ck_assert_int_eq(k.bucket, 114);
+	ck_assert_str_eq(k.stream, "{v2:es:b3JkZXItc2VydmljZQ.b3JkZXI:114}:"
+				   "b3JkZXItMQ.dGVuYW50LTE");
+	ck_assert_str_eq(k.ids, "{v2:es:b3JkZXItc2VydmljZQ.b3JkZXI:114}:ids");
+	ck_assert_str_eq(k.req_idx, "{v2:es:b3JkZXItc2VydmljZQ.b3JkZXI:114}:"
+				    "b3JkZXItMQ.dGVuYW50LTE:req_idx");
+	ck_assert_str_eq(k.member, "006f0072006400650072002d0031.dGVuYW50LTE");
+	ck_assert_str_eq(k.member_prefix, "006f0072006400650072002d0031.");
+	ck_assert_str_eq(k.member_after, "006f0072006400650072002d0031/");
+	agr_wow_es_keys_free(&k);
+
 	/* the default tenant "(0)", and the empty tenant */
 	ck_assert_int_eq(agr_wow_es_keys_build(&tck, "order-1", NULL, &k), 0);
 	ck_assert_str_eq(k.stream, "{v2:es:dGNr.bW9ja19hZ2dyZWdhdGU:114}:"
@@ -172,7 +186,8 @@ START_TEST(test_alias_topics_groups_lease)
 			 0);
 	ck_assert_str_eq(s, "bank-service.Account:state");
 	free(s);
-	ck_assert_int_eq(agr_wow_topic(&tck, 3, &s, NULL), -EINVAL);
+	ck_assert_int_eq(agr_wow_topic(&tck, (agr_wow_topic_kind)(AGR_WOW_TOPIC_STATE + 1),
+				       &s, NULL), -EINVAL);
 
 	ck_assert_int_eq(agr_wow_dispatcher_group("bank-service",
 						  AGR_WOW_DISPATCHER_COMMAND,
@@ -412,6 +427,18 @@ START_TEST(test_command_decode_bad)
 		"\"bodyType\":\"b\",\"body\":{},\"createTime\":1}",
 		/* invalid UTF-8 inside a string */
 		"{\"id\":\"\xff\"}",
+		/* an encoded lone surrogate (json-c lets it through) */
+		"{\"id\":\"i\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"name\":\"N\",\"header\":{},\"tenantId\":\"t\","
+		"\"aggregateId\":\"a\xed\xb2\xb0\",\"requestId\":\"r\","
+		"\"isCreate\":true,\"bodyType\":\"b\",\"body\":{},"
+		"\"createTime\":1}",
+		/* the same in a header value */
+		"{\"id\":\"i\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"name\":\"N\",\"header\":{\"k\":\"\xed\xa0\x80\"},"
+		"\"tenantId\":\"t\",\"aggregateId\":\"a\",\"requestId\":\"r\","
+		"\"isCreate\":true,\"bodyType\":\"b\",\"body\":{},"
+		"\"createTime\":1}",
 	};
 	agr_wow_command *c;
 
@@ -558,6 +585,31 @@ END_TEST
 
 START_TEST(test_stream_defaults_and_errors)
 {
+	static const char *const bad[] = {
+		/* empty body */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
+		"\"body\":[],\"createTime\":1}",
+		/* an item without revision */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
+		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"bodyType\":\"b\","
+		"\"body\":{}}],\"createTime\":1}",
+		/* version 0 */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":0,"
+		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
+		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
+		/* no commandId */
+		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
+		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
+		"\"requestId\":\"r\",\"version\":1,"
+		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
+		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
+	};
 	const agr_wow_event evs[2] = {
 		{ "e1", "Deposited", NULL, "bank.Deposited", "{\"n\":1}", 7 },
 		{ "e2", "Noted", "2.0", "bank.Noted", "\"text\"", 6 },
@@ -597,31 +649,6 @@ START_TEST(test_stream_defaults_and_errors)
 	ck_assert_int_eq(agr_wow_event_stream_encode(&s, &json, &len),
 			 -EINVAL);
 
-	static const char *const bad[] = {
-		/* empty body */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
-		"\"body\":[],\"createTime\":1}",
-		/* an item without revision */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":1,"
-		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"bodyType\":\"b\","
-		"\"body\":{}}],\"createTime\":1}",
-		/* version 0 */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"commandId\":\"c\",\"requestId\":\"r\",\"version\":0,"
-		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
-		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
-		/* no commandId */
-		"{\"id\":\"s\",\"contextName\":\"c\",\"aggregateName\":\"A\","
-		"\"header\":{},\"aggregateId\":\"a\",\"tenantId\":\"t\","
-		"\"requestId\":\"r\",\"version\":1,"
-		"\"body\":[{\"id\":\"e\",\"name\":\"n\",\"revision\":\"1\","
-		"\"bodyType\":\"b\",\"body\":{}}],\"createTime\":1}",
-	};
 	for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
 		d = (agr_wow_event_stream *)1;
 		ck_assert_int_eq(agr_wow_event_stream_decode(bad[i],
@@ -741,6 +768,68 @@ START_TEST(test_state_event)
 }
 END_TEST
 
+START_TEST(test_snapshot_document)
+{
+	static const char expect[] =
+		"{\"contextName\":\"order-service\",\"aggregateName\":\"order\","
+		"\"aggregateId\":\"order-001\",\"tenantId\":\"tenant-001\","
+		"\"ownerId\":\"\",\"spaceId\":\"\",\"version\":10,"
+		"\"eventId\":\"event-010\",\"firstOperator\":\"user-001\","
+		"\"operator\":\"user-002\",\"firstEventTime\":1699920000000,"
+		"\"eventTime\":1699930000000,\"state\":{\"id\":\"order-001\","
+		"\"status\":\"PAID\",\"totalAmount\":100.00},"
+		"\"snapshotTime\":1699930000001,\"tags\":{},\"deleted\":false}";
+	static const char state[] = "{\"id\":\"order-001\",\"status\":"
+				    "\"PAID\",\"totalAmount\":100.00}";
+	agr_wow_snapshot s = {
+		.context_name = "order-service", .aggregate_name = "order",
+		.aggregate_id = "order-001", .tenant_id = "tenant-001",
+		.version = 10, .event_id = "event-010",
+		.first_operator = "user-001", .operator_ = "user-002",
+		.first_event_time = 1699920000000,
+		.event_time = 1699930000000,
+		.state = state, .state_len = sizeof(state) - 1,
+		.snapshot_time = 1699930000001,
+	}, *d;
+	char *json, *cut;
+	size_t len;
+
+	ck_assert_int_eq(agr_wow_snapshot_encode(&s, &json, &len), 0);
+	ck_assert_str_eq(json, expect);
+	ck_assert_int_eq(agr_wow_snapshot_decode(json, len, &d), 0);
+	ck_assert_str_eq(d->aggregate_id, "order-001");
+	ck_assert_str_eq(d->tenant_id, "tenant-001");
+	ck_assert_int_eq(d->version, 10);
+	ck_assert_str_eq(d->event_id, "event-010");
+	ck_assert_str_eq(d->operator_, "user-002");
+	ck_assert_int_eq(d->event_time, 1699930000000);
+	ck_assert_int_eq(d->snapshot_time, 1699930000001);
+	ck_assert_str_eq(d->state, state);
+	ck_assert_str_eq(d->tags, "{}");
+	ck_assert(!d->deleted);
+	agr_wow_snapshot_free(d);
+
+	/* snapshotTime and deleted are required; eventId is not */
+	cut = strdup(json);
+	memmove(strstr(cut, "\"snapshotTime\""), strstr(cut, "\"tags\""),
+		strlen(strstr(cut, "\"tags\"")) + 1);
+	ck_assert_int_eq(agr_wow_snapshot_decode(cut, strlen(cut), &d),
+			 -EBADMSG);
+	free(cut);
+	cut = strdup(json);
+	memmove(strstr(cut, "\"eventId\""), strstr(cut, "\"firstOperator\""),
+		strlen(strstr(cut, "\"firstOperator\"")) + 1);
+	ck_assert_int_eq(agr_wow_snapshot_decode(cut, strlen(cut), &d), 0);
+	ck_assert_str_eq(d->event_id, "");
+	agr_wow_snapshot_free(d);
+	free(cut);
+	free(json);
+
+	s.version = 0;
+	ck_assert_int_eq(agr_wow_snapshot_encode(&s, &json, &len), -EINVAL);
+}
+END_TEST
+
 /* Every cut of a valid document is refused, none crashes or leaks. */
 START_TEST(test_truncations_refused)
 {
@@ -765,7 +854,9 @@ END_TEST
 
 static void quiet(agr_log_level level, const char *msg, void *arg)
 {
-	(void)level, (void)msg, (void)arg;
+	(void)level;
+	(void)msg;
+	(void)arg;
 }
 
 static Suite *codec_suite(void)
@@ -785,12 +876,13 @@ static Suite *codec_suite(void)
 	tcase_add_test(json, test_command_decode_defaults_unknown_order);
 	tcase_add_loop_test(json, test_command_decode_missing_required, 0, 12);
 	tcase_add_loop_test(json, test_command_decode_optional_absent, 0, 5);
-	tcase_add_loop_test(json, test_command_decode_bad, 0, 11);
+	tcase_add_loop_test(json, test_command_decode_bad, 0, 13);
 	tcase_add_test(json, test_command_escapes_and_round_trip);
 	tcase_add_test(json, test_stream_spec_example);
 	tcase_add_test(json, test_stream_defaults_and_errors);
 	tcase_add_test(json, test_truncations_refused);
 	tcase_add_test(json, test_state_event);
+	tcase_add_test(json, test_snapshot_document);
 	suite_add_tcase(s, json);
 	return s;
 }

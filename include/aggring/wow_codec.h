@@ -331,6 +331,51 @@ AGR_API int agr_wow_state_event_decode(const char *json, size_t len,
 
 AGR_API void agr_wow_state_event_free(agr_wow_state_event *e);
 
+/*
+ * An aggregate snapshot (Wow Snapshot, SnapshotSerializer.kt): the
+ * document the event store keeps at the snapshot key.
+ */
+typedef struct agr_wow_snapshot {
+	const char *context_name;   /* required */
+	const char *aggregate_name; /* required */
+	const char *aggregate_id;   /* required */
+	const char *tenant_id;	    /* NULL: "(0)" */
+	const char *owner_id;	    /* NULL: "" */
+	const char *space_id;	    /* NULL: "" */
+	int32_t version;	    /* >= 1 */
+	const char *event_id;	    /* NULL: "" */
+	const char *first_operator; /* NULL: "" */
+	const char *operator_;	    /* NULL: "" ("operator") */
+	int64_t first_event_time;   /* epoch ms */
+	int64_t event_time;	    /* epoch ms */
+	const char *state;	    /* required: a JSON object, as given */
+	size_t state_len;
+	int64_t snapshot_time;	    /* epoch ms */
+	const char *tags;	    /* a JSON object; NULL: {} */
+	size_t tags_len;
+	bool deleted;
+} agr_wow_snapshot;
+
+/*
+ * Writes `s` as Wow does: contextName, aggregateName, aggregateId,
+ * tenantId, ownerId, spaceId, version, eventId, firstOperator, operator,
+ * firstEventTime, eventTime, state, snapshotTime, tags, deleted. Errors
+ * as agr_wow_command_encode(); -EINVAL also for version < 1.
+ */
+AGR_API int agr_wow_snapshot_encode(const agr_wow_snapshot *s, char **json,
+				    size_t *len);
+
+/*
+ * Parses a snapshot. Required, as Wow's deserializer reads them:
+ * contextName, aggregateName, aggregateId, tenantId, version,
+ * state (an object), snapshotTime, deleted; the rest default as in
+ * agr_wow_snapshot. Freed with agr_wow_snapshot_free().
+ */
+AGR_API int agr_wow_snapshot_decode(const char *json, size_t len,
+				    agr_wow_snapshot **out);
+
+AGR_API void agr_wow_snapshot_free(agr_wow_snapshot *s);
+
 #ifdef __cplusplus
 }
 #endif
