@@ -65,8 +65,8 @@ enum phase { P_NEW, P_SETUP, P_RUNNING, P_STOPPING, P_STOPPED };
 
 struct agr_wow_bus {
 	/* Options, copied. */
-	agr_redis_options redis;
-	char *host, *name;
+	agr_redis_options redis; /* its strings: the copies below */
+	char *host, *name, *username, *password;
 	agr_scheduler *sched;
 	unsigned hint;
 	agr_dispatcher *disp;
@@ -944,6 +944,10 @@ void agr_wow_bus_free(agr_wow_bus *b)
 		agr__wowbus_lease_fini(&b->leases[i]);
 	}
 	free(b->host);
+	free(b->username);
+	if (b->password)
+		explicit_bzero(b->password, strlen(b->password));
+	free(b->password);
 	free(b->name);
 	free(b->group);
 	free(b->consumer);
@@ -1012,7 +1016,6 @@ static void copy_settings(agr_wow_bus *b, const agr_wow_bus_options *o)
 	b->redis = o->redis;
 	if (!b->redis.size) {
 		agr_redis_options_init(&b->redis);
-		b->redis.host = o->redis.host;
 		b->redis.port = o->redis.port;
 		b->redis.cluster = o->redis.cluster;
 	}
@@ -1050,6 +1053,17 @@ static int init_parts(agr_wow_bus *b)
 	return 0;
 }
 
+/* The client is made at start: the option strings are copied now. */
+static bool copy_string(const char *s, char **copy, const char **field)
+{
+	*field = NULL;
+	if (!s)
+		return false;
+	*copy = strdup(s);
+	*field = *copy;
+	return !*copy;
+}
+
 int agr_wow_bus_new(const agr_wow_bus_options *o, agr_wow_bus **out)
 {
 	agr_wow_bus *b;
@@ -1069,11 +1083,11 @@ int agr_wow_bus_new(const agr_wow_bus_options *o, agr_wow_bus **out)
 	b->group = strdup(o->group);
 	b->consumer = o->consumer ? strdup(o->consumer) : fresh_consumer_name();
 	b->name = b->consumer ? strdup(b->consumer) : NULL;
-	if (o->redis.host) {
-		b->host = strdup(o->redis.host);
-		oom |= !b->host;
-		b->redis.host = b->host;
-	}
+	oom |= copy_string(o->redis.host, &b->host, &b->redis.host);
+	oom |= copy_string(o->redis.username, &b->username,
+			   &b->redis.username);
+	oom |= copy_string(o->redis.password, &b->password,
+			   &b->redis.password);
 	oom |= !b->group || !b->consumer || !b->name;
 	pthread_mutex_init(&b->lock, NULL);
 	cond_init_monotonic(&b->cond);

@@ -97,9 +97,10 @@ typedef struct agr_wow_bus agr_wow_bus;
 typedef struct agr_wow_bus_options {
 	size_t size; /* sizeof(agr_wow_bus_options) */
 	/*
-	 * Where Redis is; the consumer makes its clients from these (a
-	 * zero redis.size means AGR_REDIS_OPTIONS_INIT with host, port
-	 * and cluster as set here).
+	 * Where Redis is; the consumer makes its clients from these, at
+	 * start (host, username and password are copied by new; name is
+	 * the consumer's). A zero redis.size means AGR_REDIS_OPTIONS_INIT
+	 * with host, port, cluster, username and password as set here.
 	 */
 	agr_redis_options redis;
 	/* The consumer runs on worker worker_hint % parallelism of this. */
