@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* wow_accounts.c - a worker's cache of account states, and their JSON bodies. */
+/* wow_accounts.c - a worker's cache of accounts, and their JSON bodies. */
 #include "wow_accounts.h"
 
 #include <errno.h>

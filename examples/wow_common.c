@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* wow_common.c - options, names and per-worker clients of the wow_* examples. */
+/* wow_common.c - options, names, per-worker clients of the wow_* examples. */
 #include "wow_common.h"
 
 #include <errno.h>

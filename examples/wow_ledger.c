@@ -152,7 +152,8 @@ static int store_init(struct wow_worker_state *st)
 	int ret = agr_wow_event_store_new(st->redis, wow_named(), &st->store);
 
 	if (ret < 0)
-		fprintf(stderr, "wow_ledger: event store: %s\n", strerror(-ret));
+		fprintf(stderr, "wow_ledger: event store: %s\n",
+			strerror(-ret));
 	return ret;
 }
 

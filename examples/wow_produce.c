@@ -3,14 +3,14 @@
  * wow_produce - sends Wow-format Deposit commands to bank.Account:command
  * (XADD ... msg <json>), each with its own command and request id, over
  * a window of XADDs in flight on one worker's client. Command i goes to
- * account <prefix>-NNNN, NNNN = (i * 7919) % accounts, with amount 1 + i % 100, so a checker
- * can recompute what each account must hold; -o writes that as
- * "account commands sum" lines. A failed XADD is sent again with the
+ * account <prefix>-NNNN, NNNN = (i * 7919) % accounts, with amount
+ * 1 + i % 100, so a checker can recompute what each account must hold;
+ * -o writes that as "account commands sum" lines. A failed XADD is sent again with the
  * same ids: if the first did land, the event store's request id check
  * keeps the effect single.
  *
- *   wow_produce [-h host] [-p port] [-c] [-a accounts] [-A prefix] [-n commands]
- *               [-r run-id] [-W window] [-o expect-file]
+ *   wow_produce [-h host] [-p port] [-c] [-a accounts] [-A prefix]
+ *               [-n commands] [-r run-id] [-W window] [-o expect-file]
  */
 #include <errno.h>
 #include <getopt.h>
@@ -221,7 +221,8 @@ int main(int argc, char **argv)
 		case 'o': expect = optarg; break;
 		default:
 			fprintf(stderr, "usage: wow_produce [-h host] [-p port] "
-				"[-c] [-a accounts] [-A account-prefix] [-n commands] [-r run-id] "
+				"[-c] [-a accounts] [-A account-prefix] "
+				"[-n commands] [-r run-id] "
 				"[-W window] [-o expect-file]\n");
 			return 2;
 		}

@@ -95,7 +95,7 @@ struct agr_wow_bus {
 	_Atomic(struct wow_entry *) acks;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
-	enum phase phase; /* written on the worker (before start: by start) under lock */
+	enum phase phase; /* written under lock, on the worker once started */
 	bool ready;	  /* under lock */
 	int setup_err;	  /* under lock */
 	_Atomic uint64_t st_read, st_dispatched, st_acked, st_undecodable,
@@ -137,8 +137,8 @@ static int decode_entry(agr_wow_bus *b, unsigned topic, const redisReply *e,
 				msg = fields->element[k + 1];
 	if (!msg) {
 		agr_log(AGR_LOG_WARN,
-			     "%s %s: no msg field; left pending",
-			     b->topics[topic], id->str);
+			"%s %s: no msg field; left pending",
+			b->topics[topic], id->str);
 		return -EBADMSG;
 	}
 	ret = b->decode(b->topics[topic], msg->str, msg->len, &d,
@@ -202,9 +202,9 @@ static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 			/* Not admitted: not acked, it stays pending. */
 			count(&b->st_not_admitted, 1);
 			agr_log(AGR_LOG_WARN,
-				     "%s %s: not admitted (%s); left pending",
-				     b->topics[topic], en->id,
-				     strerror(-ret));
+				"%s %s: not admitted (%s); left pending",
+				b->topics[topic], en->id,
+				strerror(-ret));
 			entry_free(en);
 			continue;
 		}
@@ -241,8 +241,8 @@ static void timer_arm(struct timer *t, uint64_t ms)
 		return;
 	if (agr_io_timeout(b->w, ms * NS_PER_MS, timer_cb, t) < 0) {
 		agr_log(AGR_LOG_ERROR,
-			     "consumer %s: no timer could be armed",
-			     b->consumer);
+			"consumer %s: no timer could be armed",
+			b->consumer);
 		return;
 	}
 	t->armed = true;
@@ -283,9 +283,9 @@ static void on_read(agr_redis *r, const redisReply *reply, int err,
 	if (err || reply->type == REDIS_REPLY_ERROR) {
 		count(&b->st_redis_errors, 1);
 		agr_log(AGR_LOG_WARN,
-			     "XREADGROUP %s %s: %s; retrying", b->topics[rd->index],
-			     b->group, err ? strerror(-err) :
-			     agr__wowbus_reply_text(reply));
+			"XREADGROUP %s %s: %s; retrying", b->topics[rd->index],
+			b->group, err ? strerror(-err) :
+			agr__wowbus_reply_text(reply));
 		if (!err && reply_is(reply, "NOGROUP")) {
 			/* The stream or group went away (a node lost data). */
 			rd->group_ok = false;
@@ -322,9 +322,9 @@ static void read_next(struct reader *rd)
 	rd->reading = true; /* first: a failing client may call back at once */
 	if (b->count)
 		ret = agr_redis_command(rd->r, t, on_read, rd,
-					"XREADGROUP GROUP %s %s COUNT %s BLOCK %s "
-					"STREAMS %s >", b->group, b->consumer,
-					cnt, block, t);
+					"XREADGROUP GROUP %s %s COUNT %s "
+					"BLOCK %s STREAMS %s >", b->group,
+					b->consumer, cnt, block, t);
 	else
 		ret = agr_redis_command(rd->r, t, on_read, rd,
 					"XREADGROUP GROUP %s %s BLOCK %s "
@@ -405,9 +405,9 @@ static void on_group(agr_redis *r, const redisReply *reply, int err,
 	}
 	count(&b->st_redis_errors, 1);
 	agr_log(AGR_LOG_WARN,
-		     "XGROUP CREATE %s %s: %s; retrying", b->topics[rd->index],
-		     b->group, err ? strerror(-err) :
-		     agr__wowbus_reply_text(reply));
+		"XGROUP CREATE %s %s: %s; retrying", b->topics[rd->index],
+		b->group, err ? strerror(-err) :
+		agr__wowbus_reply_text(reply));
 	rd->waiting = true;
 	timer_arm(&b->retry[rd->index], retry_ms(b));
 }
@@ -686,9 +686,9 @@ void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
 	ret = agr_scheduler_schedule(b->sched, b->hint, drain_acks, b);
 	if (ret < 0)
 		agr_log(AGR_LOG_ERROR,
-			     "consumer %s: acks cannot reach its worker (%s); "
-			     "the entries stay pending", b->consumer,
-			     strerror(-ret));
+			"consumer %s: acks cannot reach its worker (%s); "
+			"the entries stay pending", b->consumer,
+			strerror(-ret));
 }
 
 const char *agr_wow_message_entry_id(const agr_message *msg)
@@ -704,7 +704,8 @@ void *agr_wow_message_value(const agr_message *msg)
 
 const char *agr_wow_message_topic(const agr_message *msg)
 {
-	const struct wow_entry *en = (const struct wow_entry *)(const void *)msg;
+	const struct wow_entry *en =
+		(const struct wow_entry *)(const void *)msg;
 
 	return msg ? en->bus->topics[en->topic] : NULL;
 }
@@ -825,8 +826,8 @@ static void start_on_worker(void *arg)
 		ret = agr_redis_new(b->w, &ro, &b->readers[i].r);
 	if (ret < 0) {
 		agr_log(AGR_LOG_ERROR,
-			     "consumer %s: no Redis client (%s)", b->consumer,
-			     strerror(-ret));
+			"consumer %s: no Redis client (%s)", b->consumer,
+			strerror(-ret));
 		set_ready(b, ret);
 		stop_on_worker(b);
 		return;
@@ -834,7 +835,8 @@ static void start_on_worker(void *arg)
 	/* The leases go first, so the first read already holds them. */
 	if (b->recovery)
 		for (unsigned i = 0; i < b->ntopics; i++)
-			agr__wowbus_lease_take(&b->leases[i], b->ctl, NULL, NULL);
+			agr__wowbus_lease_take(&b->leases[i], b->ctl, NULL,
+					       NULL);
 	create_group(b, 0);
 }
 
@@ -905,8 +907,8 @@ int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns)
 	if (!scheduled &&
 	    agr_scheduler_schedule(b->sched, b->hint, stop_on_worker, b) < 0) {
 		agr_log(AGR_LOG_ERROR,
-			     "consumer %s: its scheduler is gone; stopped "
-			     "without acking", b->consumer);
+			"consumer %s: its scheduler is gone; stopped "
+			"without acking", b->consumer);
 		set_phase(b, P_STOPPED);
 	}
 	deadline_after(&ts, timeout_ns);

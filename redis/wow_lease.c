@@ -105,10 +105,10 @@ static void on_set(agr_redis *r, const struct redisReply *reply, int err,
 	l->take_failed = !l->held && err != -ECANCELED;
 	if (l->take_failed)
 		agr_log(AGR_LOG_WARN,
-			     "lease %s not taken (%s): reading without it "
-			     "until the next heartbeat takes it",
-			     l->key, err ? strerror(-err) :
-			     agr__wowbus_reply_text(reply));
+			"lease %s not taken (%s): reading without it "
+			"until the next heartbeat takes it",
+			l->key, err ? strerror(-err) :
+			agr__wowbus_reply_text(reply));
 	call_end(c);
 }
 
@@ -121,12 +121,12 @@ int agr__wowbus_lease_take(struct agr__wowbus_lease *l, agr_redis *r,
 	if (!c)
 		return -ENOMEM;
 	if (l->ttl_ms % 1000 == 0)
-		ret = agr_redis_command(r, l->key, on_set, c, "SET %s %s EX %llu",
-					l->key, l->token,
+		ret = agr_redis_command(r, l->key, on_set, c,
+					"SET %s %s EX %llu", l->key, l->token,
 					(unsigned long long)(l->ttl_ms / 1000));
 	else
-		ret = agr_redis_command(r, l->key, on_set, c, "SET %s %s PX %llu",
-					l->key, l->token,
+		ret = agr_redis_command(r, l->key, on_set, c,
+					"SET %s %s PX %llu", l->key, l->token,
 					(unsigned long long)l->ttl_ms);
 	if (ret < 0)
 		free(c);
@@ -184,8 +184,8 @@ static void on_release(agr_redis *r, const struct redisReply *reply,
 	(void)r;
 	if (err && err != -ECANCELED)
 		agr_log(AGR_LOG_WARN,
-			     "lease %s: release failed (%s); it expires",
-			     c->lease->key, strerror(-err));
+			"lease %s: release failed (%s); it expires",
+			c->lease->key, strerror(-err));
 	(void)reply;
 	call_end(c);
 }

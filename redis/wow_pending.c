@@ -52,7 +52,7 @@ struct agr__wowbus_sweep {
 	size_t nowners, cap;
 	struct candidate *cand; /* this page's entries of idle owners */
 	size_t ncand;
-	char **claim;	      /* the XCLAIM's ids: candidates of dead owners */
+	char **claim;	      /* XCLAIM's ids: candidates of dead owners */
 	size_t nclaim;
 	unsigned checks;      /* EXISTS replies awaited */
 	int err;
@@ -90,9 +90,9 @@ static int reply_failed(struct agr__wowbus_sweep *s, const char *what,
 		return 0;
 	if (err != -ECANCELED)
 		agr_log(AGR_LOG_WARN,
-			     "pending sweep of %s: %s failed (%s)", s->topic,
-			     what, err ? strerror(-err) :
-			     agr__wowbus_reply_text(reply));
+			"pending sweep of %s: %s failed (%s)", s->topic,
+			what, err ? strerror(-err) :
+			agr__wowbus_reply_text(reply));
 	return err ? err : -EPROTO;
 }
 
@@ -399,7 +399,8 @@ static int read_consumers(struct agr__wowbus_sweep *s, const redisReply *reply)
 		if (c->type != REDIS_REPLY_ARRAY)
 			continue;
 		for (size_t k = 0; k + 1 < c->elements; k += 2) {
-			const redisReply *f = c->element[k], *v = c->element[k + 1];
+			const redisReply *f = c->element[k];
+			const redisReply *v = c->element[k + 1];
 
 			if (f->type != REDIS_REPLY_STRING &&
 			    f->type != REDIS_REPLY_STATUS)

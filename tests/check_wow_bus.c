@@ -216,8 +216,9 @@ static int handler(agr_exchange *ex, void *arg)
 
 	const char *topic = agr_wow_message_topic(m);
 
-	if (strstr(topic, ":event") && !m->type &&
-	    ((const agr_wow_event_stream *)agr_wow_message_value(m))->version == 5)
+	const agr_wow_event_stream *es = agr_wow_message_value(m);
+
+	if (strstr(topic, ":event") && !m->type && es->version == 5)
 		atomic_fetch_add(&s->streams, 1);
 	else if (strstr(topic, ":state") && !m->type &&
 		 !strcmp(((const agr_wow_state_event *)agr_wow_message_value(m))
@@ -286,7 +287,8 @@ static uint64_t stat_of(agr_wow_bus *b, size_t offset)
 	return *(uint64_t *)(void *)((char *)&st + offset);
 }
 
-#define STAT(b, field) ((long long)stat_of((b), offsetof(agr_wow_bus_stats, field)))
+#define STAT(b, field) \
+	((long long)stat_of((b), offsetof(agr_wow_bus_stats, field)))
 
 /* ---- tests ---- */
 

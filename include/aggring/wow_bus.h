@@ -116,7 +116,7 @@ typedef struct agr_wow_bus_options {
 	const char *group;	   /* Wow's receiverGroup; not NULL */
 	const char *consumer;	   /* NULL: a fresh unique name */
 	unsigned block_ms;	   /* XREADGROUP BLOCK; 0: 2000 */
-	unsigned count;		   /* XREADGROUP COUNT; 0: none, as Wow */
+	unsigned count;		   /* XREADGROUP COUNT; 0: none (Wow) */
 	/*
 	 * Entries admitted and not yet acked, over all topics, beyond
 	 * which reading pauses until acks free room; 0: 4096.
