@@ -465,8 +465,16 @@ static void sweep_done(void *owner, unsigned topic, int err)
 		try_finish_stop(b);
 }
 
+static bool sweep_has_room(void *owner)
+{
+	const agr_wow_bus *b = owner;
+
+	return b->phase == P_RUNNING && b->in_flight < b->max_in_flight;
+}
+
 static const struct agr__wowbus_sweep_ops sweep_ops = {
 	.deliver = sweep_deliver,
+	.has_room = sweep_has_room,
 	.done = sweep_done,
 };
 

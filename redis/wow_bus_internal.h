@@ -57,6 +57,8 @@ int agr__wowbus_lease_release(struct agr__wowbus_lease *l, agr_redis *r,
 struct agr__wowbus_sweep_ops {
 	void (*deliver)(void *owner, unsigned topic,
 			const struct redisReply *entries);
+	/* False: the owner holds enough; the sweep ends after this page. */
+	bool (*has_room)(void *owner);
 	void (*done)(void *owner, unsigned topic, int err);
 };
 

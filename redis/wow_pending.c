@@ -134,7 +134,8 @@ static void read_page(struct agr__wowbus_sweep *s);
 static void next_page_or_finish(struct agr__wowbus_sweep *s)
 {
 	page_clear(s);
-	if (s->at_end)
+	/* A dead consumer's backlog is taken a page at a time, as room allows. */
+	if (s->at_end || !s->ops->has_room(s->owner_arg))
 		finish(s, 0);
 	else
 		read_page(s);
