@@ -141,6 +141,15 @@ void agr__wow_json_raw(struct agr__wow_buf *b, const char *what,
 	agr__wow_buf_bytes(b, json, n);
 }
 
+/* JSON's whitespace only, in `n` bytes that need not end in a NUL */
+static bool only_space(const char *s, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r' && s[i] != '\n')
+			return false;
+	return true;
+}
+
 struct json_object *agr__wow_json_parse(const char *what, const char *json,
 					size_t len)
 {
@@ -161,12 +170,18 @@ struct json_object *agr__wow_json_parse(const char *what, const char *json,
 	v = json_tokener_parse_ex(tok, json, (int)len);
 	jerr = json_tokener_get_error(tok);
 	end = json_tokener_get_parse_end(tok);
+	if (jerr == json_tokener_continue) {
+		/* a bare number or literal may go on: a NUL says it ended */
+		v = json_tokener_parse_ex(tok, "", 1);
+		jerr = json_tokener_get_error(tok);
+		end = len;
+	}
 	if (jerr != json_tokener_success) {
 		agr_log(AGR_LOG_WARN, "%s: bad JSON at byte %zu: %s", what,
 			end, json_tokener_error_desc(jerr));
 		json_object_put(v);
 		v = NULL;
-	} else if (end < len && strspn(json + end, " \t\r\n") < len - end) {
+	} else if (!only_space(json + end, len - end)) {
 		agr_log(AGR_LOG_WARN, "%s: bytes after the JSON at %zu", what,
 			end);
 		json_object_put(v);

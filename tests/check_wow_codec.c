@@ -830,6 +830,35 @@ START_TEST(test_snapshot_document)
 }
 END_TEST
 
+/* An event body may be any JSON value, bare numbers and literals too. */
+START_TEST(test_stream_scalar_bodies)
+{
+	static const char *const bodies[] = { "1", "-2.5e3", "true", "false",
+					      "\"x\"", "[1,{}]", "{}" };
+	const char *body = bodies[_i];
+	agr_wow_event ev = { "e", "n", NULL, "b", body, strlen(body) };
+	agr_wow_event_stream s = {
+		.id = "s", .context_name = "c", .aggregate_name = "a",
+		.aggregate_id = "i", .command_id = "c", .version = 1,
+		.events = &ev, .event_count = 1,
+	}, *d;
+	char *json;
+	size_t len;
+
+	ck_assert_int_eq(agr_wow_event_stream_encode(&s, &json, &len), 0);
+	ck_assert_int_eq(agr_wow_event_stream_decode(json, len, &d), 0);
+	ck_assert_str_eq(d->events[0].body, body);
+	agr_wow_event_stream_free(d);
+	free(json);
+	/* but not a bare number as a whole document, nor one cut short */
+	ck_assert_int_eq(agr_wow_event_stream_decode(body, strlen(body), &d),
+			 -EBADMSG);
+	ev.body_len = strlen(body) + 1; /* the NUL: not JSON */
+	ck_assert_int_eq(agr_wow_event_stream_encode(&s, &json, &len),
+			 -EBADMSG);
+}
+END_TEST
+
 /* Every cut of a valid document is refused, none crashes or leaks. */
 START_TEST(test_truncations_refused)
 {
@@ -883,6 +912,7 @@ static Suite *codec_suite(void)
 	tcase_add_test(json, test_truncations_refused);
 	tcase_add_test(json, test_state_event);
 	tcase_add_test(json, test_snapshot_document);
+	tcase_add_loop_test(json, test_stream_scalar_bodies, 0, 7);
 	suite_add_tcase(s, json);
 	return s;
 }

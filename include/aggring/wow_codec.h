@@ -231,8 +231,10 @@ AGR_API int agr_wow_command_encode(const agr_wow_command *c, char **json,
  * (an object) and createTime (an integer); a missing or mistyped one is
  * -EBADMSG with a log line naming it. ownerId and spaceId default to
  * "", isVoid and allowCreate to false, aggregateVersion (an int32) to
- * absent. Returns 0 and one allocation in `*out`, freed with
- * agr_wow_command_free().
+ * absent. A string that is not UTF-8, or encodes a surrogate, is
+ * -EBADMSG too (json-c would let the latter through; Wow's keys refuse
+ * it). Returns 0 and `*out`, which owns every string it points to,
+ * until agr_wow_command_free(); on error `*out` is NULL.
  */
 AGR_API int agr_wow_command_decode(const char *json, size_t len,
 				   agr_wow_command **out);
@@ -288,7 +290,8 @@ AGR_API int agr_wow_event_stream_encode(const agr_wow_event_stream *s,
  * aggregateId, tenantId, commandId, requestId, version (an int32 >= 1),
  * body (a non-empty array whose items have id, name, revision,
  * bodyType and body) and createTime; else -EBADMSG. ownerId and spaceId
- * default to "". One allocation, freed with agr_wow_event_stream_free().
+ * default to "". Strings as for agr_wow_command_decode(). `*out` owns
+ * what it points to until agr_wow_event_stream_free().
  */
 AGR_API int agr_wow_event_stream_decode(const char *json, size_t len,
 					agr_wow_event_stream **out);
