@@ -111,6 +111,11 @@ agr_wow_event_store_named(const agr_wow_event_store *es)
 	return es ? &es->named : NULL;
 }
 
+const agr_wow_named *agr__wow_es_named(agr_wow_event_store *es)
+{
+	return &es->named;
+}
+
 int agr__wow_es_enter(agr_wow_event_store *es, const char *call)
 {
 	if (agr_worker_current() != es->worker) {

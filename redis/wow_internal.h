@@ -152,6 +152,8 @@ int agr__wow_es_script(struct agr_wow_event_store *es, const char *script,
 		       const char *sha1, int nkeys, int nargv,
 		       const char *const *args, const size_t *lens,
 		       agr__wow_script_fn done, void *op);
+/* the store's named aggregate and worker */
+const agr_wow_named *agr__wow_es_named(struct agr_wow_event_store *es);
 /* a short string reply's text, or NULL (and a log line) */
 const char *agr__wow_reply_text(const struct redisReply *reply,
 				const char *what, int *err);

@@ -243,6 +243,11 @@ struct step {
 	char request_ids[8][32];
 	char event_names[8][32];
 	char snapshot[1024];
+	/* a scan */
+	const char *after;
+	int limit;
+	char ids[8][32];
+	char tenants[8][32];
 };
 
 static void step_run(void *arg)
@@ -420,6 +425,30 @@ static void snapshot_load_step(struct step *s)
 {
 	int err = agr_wow_snapshot_load(E.es, s->id, s->tenant, snapshot_cb,
 					s);
+
+	if (err)
+		finish(s, err);
+}
+
+static void ids_cb(agr_wow_event_store *es, int status,
+		   const char *const *ids, const char *const *tenants,
+		   size_t count, void *arg)
+{
+	struct step *s = arg;
+
+	(void)es;
+	s->count = count;
+	for (size_t i = 0; i < count && i < 8; i++) {
+		snprintf(s->ids[i], 32, "%s", ids[i]);
+		snprintf(s->tenants[i], 32, "%s", tenants[i]);
+	}
+	finish(s, status);
+}
+
+static void scan_step(struct step *s)
+{
+	int err = agr_wow_event_store_scan_ids(E.es, s->after, s->limit,
+					       ids_cb, s);
 
 	if (err)
 		finish(s, err);
@@ -688,6 +717,49 @@ START_TEST(test_snapshot_guard)
 }
 END_TEST
 
+START_TEST(test_scan_ids)
+{
+	static const char *const expect[] = { "A", "acc-1", "acc-2", "b",
+					      "\xf0\x9f\x98\x80" };
+	struct step s = { .limit = 10 };
+
+	/* "(" sorts below Wow's default start "(0)": skipped, as in Wow */
+	ck_assert_int_eq(append("\xf0\x9f\x98\x80", "t1", "r", 1), 0);
+	ck_assert_int_eq(append("b", "t1", "r", 1), 0);
+	ck_assert_int_eq(append("acc-2", "t2", "r", 1), 0);
+	ck_assert_int_eq(append("acc-1", "", "r", 1), 0);
+	ck_assert_int_eq(append("A", NULL, "r", 1), 0);
+	ck_assert_int_eq(append("(", "t1", "r", 1), 0);
+
+	run(&s, scan_step);
+	ck_assert_int_eq(s.status, 0);
+	ck_assert_uint_eq(s.count, 5);
+	for (size_t i = 0; i < 5; i++)
+		ck_assert_str_eq(s.ids[i], expect[i]);
+	ck_assert_str_eq(s.tenants[0], "(0)");
+	ck_assert_str_eq(s.tenants[1], "");
+	ck_assert_str_eq(s.tenants[2], "t2");
+
+	s.after = "acc-1";
+	s.limit = 2;
+	run(&s, scan_step);
+	ck_assert_int_eq(s.status, 0);
+	ck_assert_uint_eq(s.count, 2);
+	ck_assert_str_eq(s.ids[0], "acc-2");
+	ck_assert_str_eq(s.ids[1], "b");
+
+	s.after = AGR_WOW_SCAN_LAST_ID;
+	run(&s, scan_step);
+	ck_assert_int_eq(s.status, 0);
+	ck_assert_uint_eq(s.count, 0);
+
+	s.after = NULL;
+	s.limit = 0;
+	run(&s, scan_step);
+	ck_assert_int_eq(s.status, -EINVAL);
+}
+END_TEST
+
 /* A snapshot document from agr_wow_snapshot_encode, stored and read back. */
 START_TEST(test_snapshot_wow_document)
 {
@@ -767,6 +839,7 @@ static void add_tests(TCase *tc)
 	tcase_add_test(tc, test_load_rejects_foreign_member);
 	tcase_add_test(tc, test_snapshot_guard);
 	tcase_add_test(tc, test_snapshot_wow_document);
+	tcase_add_test(tc, test_scan_ids);
 	tcase_add_test(tc, test_free_in_flight_and_off_worker);
 }
 

@@ -163,6 +163,34 @@ AGR_API int agr_wow_event_store_request_exists(agr_wow_event_store *es,
 					       const char *request_id,
 					       agr_wow_value_fn cb, void *arg);
 
+/* Wow's AggregateIdScanner bounds: the default start, and "no more". */
+#define AGR_WOW_SCAN_FIRST_ID "(0)"
+#define AGR_WOW_SCAN_LAST_ID "~"
+
+/*
+ * Ids of a scan, in Java String order (UTF-16 code units), each with its
+ * tenant. Valid only during the call.
+ */
+typedef void (*agr_wow_ids_fn)(agr_wow_event_store *es, int status,
+			       const char *const *ids,
+			       const char *const *tenants, size_t count,
+			       void *arg);
+
+/*
+ * Wow's scanAggregateId: up to `limit` aggregate ids of the store's
+ * named aggregate that sort after `after_id` (NULL:
+ * AGR_WOW_SCAN_FIRST_ID, which, as in Wow, skips ids below "(0)"),
+ * read from the id index of all 128 buckets (ZRANGEBYLEX ... LIMIT 0
+ * limit each, pipelined), merged and cut to `limit`. After
+ * AGR_WOW_SCAN_LAST_ID nothing is read and cb gets no ids. A member
+ * that is not Wow's fails the scan with -EBADMSG. Returns 0, -EINVAL
+ * (limit < 1, an empty after_id), -EILSEQ, -ENOMEM, -EPERM or
+ * -ESHUTDOWN.
+ */
+AGR_API int agr_wow_event_store_scan_ids(agr_wow_event_store *es,
+					 const char *after_id, int limit,
+					 agr_wow_ids_fn cb, void *arg);
+
 /*
  * Saves snapshot `json` (a Wow state aggregate document: contextName,
  * aggregateName, aggregateId, tenantId, ..., version, ..., state, ...)
