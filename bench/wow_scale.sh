@@ -1,0 +1,105 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# wow_scale.sh - end-to-end Wow commands/s on a three-master Redis
+# Cluster: wow_produce XADDs N Deposit commands; 1 or 3 wow_ledger
+# instances read them (XREADGROUP), append each event to Wow's event
+# store, publish it on :event and XACK; the figure is N over the time
+# from the producer's start until the command group has nothing pending
+# and no lag. The ceiling beside it: redis-benchmark's XADD rate of the
+# same msg size on the master of bank.Account:command (one stream lives
+# on one master). Runs alternate (ceiling, 1, 3) BENCH_RUNS times
+# (default 5); prints medians with min/max and the ratios.
+#
+#   sh bench/wow_scale.sh [BUILDDIR]
+set -u
+
+build=${1:-.}
+src=$(dirname "$0")/..
+cluster_sh=$src/tests/redis_cluster.sh
+runs=${BENCH_RUNS:-5}
+commands=${BENCH_WOW_COMMANDS:-20000}
+groups=${BENCH_WOW_GROUPS:-1024} # dispatcher groups per instance
+ex=$build/examples
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-wow-bench.XXXXXX") || exit 1
+pids=
+cleanup() {
+	for p in $pids; do kill -KILL "$p" 2>/dev/null; done
+	sh "$cluster_sh" stop "$tmp/cluster" >/dev/null 2>&1
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+base=$(sh "$cluster_sh" free-base "$tmp") || exit 1
+sh "$cluster_sh" start "$tmp/cluster" "$base" || exit 1
+
+flush() {
+	for i in 0 1 2; do
+		redis-cli -p "$(cat "$tmp/cluster/node-$i/port")" FLUSHALL >/dev/null
+	done
+}
+
+group_field() {
+	redis-cli -c -p "$base" XINFO GROUPS bank.Account:command 2>/dev/null |
+		awk -v f="$1" '$0 == f { getline; print; exit }'
+}
+
+ms() {
+	date +%s%3N
+}
+
+# e2e N: prints commands/s with N instances
+e2e() {
+	flush
+	pids=
+	for i in $(seq "$1"); do
+		AGR_PARALLELISM=$groups "$ex/wow_ledger" -c -p "$base" -n "b$i" -k 256 \
+			>"$tmp/l$i.log" 2>&1 &
+		pids="$pids $!"
+	done
+	for i in $(seq "$1"); do
+		until grep -q '^ready' "$tmp/l$i.log"; do sleep 0.05; done
+	done
+	t0=$(ms)
+	"$ex/wow_produce" -c -p "$base" -a 1000 -n "$commands" >"$tmp/p.log" 2>&1 ||
+		{ echo "producer failed" >&2; cat "$tmp/p.log" >&2; exit 1; }
+	until [ "$(group_field pending)" = 0 ] && [ "$(group_field lag)" = 0 ]; do
+		sleep 0.01
+	done
+	t1=$(ms)
+	for p in $pids; do kill -TERM "$p"; done
+	for p in $pids; do wait "$p"; done
+	pids=
+	echo $((commands * 1000 / (t1 - t0)))
+}
+
+# A msg of the producer's size.
+json='{"id":"cmd-r1-123","contextName":"bank","aggregateName":"Account","name":"Deposit","header":{},"tenantId":"(0)","aggregateId":"acct-0123","ownerId":"","spaceId":"","requestId":"req-r1-123","isCreate":false,"isVoid":false,"allowCreate":true,"bodyType":"bank.account.Deposit","body":{"amount":24},"createTime":1796352961998}'
+
+ceiling() {
+	port=$(redis-cli -p "$base" CLUSTER NODES | awk -v s="$(redis-cli -p "$base" CLUSTER KEYSLOT bank.Account:command)" '
+		{ for (i = 9; i <= NF; i++) { split($i, r, "-"); if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2]; exit } } }')
+	redis-benchmark -p "$port" -n 200000 -c 50 -P 16 -q \
+		XADD bank.Account:command '*' msg "$json" 2>/dev/null |
+		tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{ printf "%d\n", $1 }'
+	flush
+}
+
+median() {
+	sort -n | awk '{ a[NR] = $1 } END { printf "%d %d %d\n", a[int((NR + 1) / 2)], a[1], a[NR] }'
+}
+
+: >"$tmp/ceiling"; : >"$tmp/one"; : >"$tmp/three"
+for r in $(seq "$runs"); do
+	ceiling >>"$tmp/ceiling"
+	e2e 1 >>"$tmp/one"
+	e2e 3 >>"$tmp/three"
+	echo "run $r: xadd $(tail -1 "$tmp/ceiling")/s, 1 instance $(tail -1 "$tmp/one")/s, 3 instances $(tail -1 "$tmp/three")/s"
+done
+set -- $(median <"$tmp/ceiling"); c=$1; cmin=$2; cmax=$3
+set -- $(median <"$tmp/one"); o=$1; omin=$2; omax=$3
+set -- $(median <"$tmp/three"); t=$1; tmin=$2; tmax=$3
+echo "redis-benchmark XADD (-c 50 -P 16), one master: median $c/s (min $cmin, max $cmax)"
+echo "end to end, 1 instance: median $o commands/s (min $omin, max $omax), $(awk -v a="$o" -v b="$c" 'BEGIN { printf "%.3f", a / b }')x the XADD ceiling"
+echo "end to end, 3 instances: median $t commands/s (min $tmin, max $tmax), $(awk -v a="$t" -v b="$c" 'BEGIN { printf "%.3f", a / b }')x the XADD ceiling, $(awk -v a="$t" -v b="$o" 'BEGIN { printf "%.2f", a / b }')x one instance"

@@ -1,0 +1,612 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * check_wow_bus.c - Wow's Redis Streams bus (aggring/wow_bus.h) against
+ * a redis-server of its own: group setup, delivery by aggregate id,
+ * XACK after completion (failures too), undecodable and refused entries
+ * left pending, the lease and its release, pending recovery of a dead
+ * consumer's entries (and not of a live one's), and the publisher.
+ * Skips (77) without redis-server or io_uring.
+ */
+#include <check.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <hiredis/hiredis.h>
+
+#include <aggring.h>
+#include <aggring/redis.h>
+#include <aggring/wow_bus.h>
+
+#include "testutil.h"
+
+static pid_t server_pid;
+static int server_port;
+static char server_dir[64];
+
+/* The spec's command example (section 3), as Wow writes it. */
+static const char SPEC_COMMAND[] =
+	"{\"id\":\"command-id\",\"contextName\":\"sales\",\"aggregateName\":"
+	"\"Order\",\"name\":\"CreateOrder\",\"header\":{\"trace\":\"trace-1\"},"
+	"\"tenantId\":\"tenant-1\",\"aggregateId\":\"order-1\",\"ownerId\":"
+	"\"owner-1\",\"spaceId\":\"space-1\",\"requestId\":\"request-1\","
+	"\"aggregateVersion\":3,\"isCreate\":true,\"isVoid\":false,"
+	"\"allowCreate\":true,\"bodyType\":\"me.ahoo.wow.serialization."
+	"JsonSerializerCommandTest$CreateOrder\",\"body\":{\"orderId\":"
+	"\"order-1\",\"quantity\":2},\"createTime\":1000}";
+
+/* The spec's domain event stream example, and it as a state event. */
+static const char SPEC_STREAM[] =
+	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
+	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
+	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
+	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
+	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
+	"\"1\",\"bodyType\":"
+	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
+	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
+
+static const char SPEC_STATE[] =
+	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
+	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
+	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
+	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
+	"\"firstOperator\":\"op-1\",\"firstEventTime\":1500,\"state\":"
+	"{\"orderId\":\"order-1\",\"status\":\"CREATED\"},\"tags\":"
+	"{\"region\":[\"east\"]},\"deleted\":false,"
+	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
+	"\"1\",\"bodyType\":"
+	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
+	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
+
+static int free_port(void)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
+	    getsockname(fd, (struct sockaddr *)&a, &len))
+		return -1;
+	port = ntohs(a.sin_port);
+	close(fd);
+	return port;
+}
+
+static redisContext *sync_connect(void)
+{
+	struct timeval tv = { 5, 0 };
+
+	return redisConnectWithTimeout("127.0.0.1", server_port, tv);
+}
+
+static void start_server(void)
+{
+	char port[16];
+	uint64_t deadline;
+
+	snprintf(server_dir, sizeof(server_dir), "/tmp/check_wow_bus.XXXXXX");
+	if (!mkdtemp(server_dir) || (server_port = free_port()) < 0) {
+		perror("check_wow_bus: setup");
+		exit(1);
+	}
+	snprintf(port, sizeof(port), "%d", server_port);
+	server_pid = fork();
+	if (server_pid == 0) {
+		if (!freopen("/dev/null", "w", stdout))
+			_exit(127);
+		execlp("redis-server", "redis-server", "--port", port, "--bind",
+		       "127.0.0.1", "--save", "", "--appendonly", "no",
+		       "--dir", server_dir, "--loglevel", "warning",
+		       (char *)NULL);
+		_exit(127);
+	}
+	deadline = tu_now_ns() + TU_LONG_NS;
+	while (tu_now_ns() < deadline) {
+		redisContext *c = sync_connect();
+		redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
+		bool up = r && r->type == REDIS_REPLY_STATUS;
+		int status;
+
+		if (r)
+			freeReplyObject(r);
+		if (c)
+			redisFree(c);
+		if (up)
+			return;
+		if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
+			fprintf(stderr, "SKIP: redis-server did not start\n");
+			exit(TU_SKIP);
+		}
+		usleep(20000); /* polling the server's start, not a sync */
+	}
+	fprintf(stderr, "check_wow_bus: redis-server did not answer\n");
+	exit(1);
+}
+
+static void stop_server(void)
+{
+	char cmd[128];
+
+	if (server_pid > 0) {
+		kill(server_pid, SIGKILL);
+		waitpid(server_pid, NULL, 0);
+	}
+	snprintf(cmd, sizeof(cmd), "rm -rf %s", server_dir);
+	if (system(cmd) != 0)
+		fprintf(stderr, "check_wow_bus: could not remove %s\n",
+			server_dir);
+}
+
+static long long sync_integer(const char *fmt, ...)
+{
+	redisContext *c = sync_connect();
+	redisReply *r;
+	long long v = -1;
+	va_list ap;
+
+	ck_assert_ptr_nonnull(c);
+	va_start(ap, fmt);
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	ck_assert_ptr_nonnull(r);
+	if (r->type == REDIS_REPLY_INTEGER)
+		v = r->integer;
+	else if (r->type == REDIS_REPLY_ARRAY && r->elements &&
+		 r->element[0]->type == REDIS_REPLY_INTEGER)
+		v = r->element[0]->integer; /* XPENDING's summary count */
+	freeReplyObject(r);
+	redisFree(c);
+	return v;
+}
+
+static void sync_ok(const char *fmt, ...)
+{
+	redisContext *c = sync_connect();
+	redisReply *r;
+	va_list ap;
+
+	ck_assert_ptr_nonnull(c);
+	va_start(ap, fmt);
+	r = redisvCommand(c, fmt, ap);
+	va_end(ap);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_msg(r->type != REDIS_REPLY_ERROR, "redis: %s", r->str);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+static long long pending(const char *topic, const char *group)
+{
+	return sync_integer("XPENDING %s %s", topic, group);
+}
+
+/* Polls `what` until it is `want`, up to the long deadline. */
+#define WAIT_EQ(what, want)                                               \
+	do {                                                              \
+		uint64_t dl_ = tu_now_ns() + TU_LONG_NS;                  \
+		long long v_;                                             \
+		while ((v_ = (what)) != (want) && tu_now_ns() < dl_)      \
+			usleep(10000);                                    \
+		ck_assert_int_eq(v_, (want));                             \
+	} while (0)
+
+/* ---- a service: supplier, dispatcher, consumer ---- */
+
+struct seen {
+	_Atomic int count;
+	_Atomic int spec_ok; /* the spec's command arrived as decoded */
+	_Atomic int streams, states; /* :event and :state values seen */
+	int status;	     /* what the handler returns */
+};
+
+static int handler(agr_exchange *ex, void *arg)
+{
+	struct seen *s = arg;
+	agr_message *m = agr_exchange_message(ex);
+	const agr_wow_command *c = agr_wow_message_value(m);
+
+	const char *topic = agr_wow_message_topic(m);
+
+	const agr_wow_event_stream *es = agr_wow_message_value(m);
+
+	if (strstr(topic, ":event") && !m->type && es->version == 5)
+		atomic_fetch_add(&s->streams, 1);
+	else if (strstr(topic, ":state") && !m->type &&
+		 !strcmp(((const agr_wow_state_event *)agr_wow_message_value(m))
+				 ->first_operator, "op-1"))
+		atomic_fetch_add(&s->states, 1);
+	else if (c && !strcmp(m->aggregate_id, "order-1") && m->type &&
+	    !strcmp(m->type, "CreateOrder") && !strcmp(c->request_id,
+						       "request-1") &&
+	    agr_wow_message_entry_id(m) && agr_wow_message_topic(m))
+		atomic_fetch_add(&s->spec_ok, 1);
+	atomic_fetch_add(&s->count, 1);
+	return s->status;
+}
+
+struct service {
+	agr_supplier *sup;
+	agr_scheduler *sched;
+	agr_dispatcher *disp;
+	agr_wow_bus *bus;
+};
+
+static void service_start(struct service *sv, struct seen *seen,
+			  agr_wow_bus_options *o, unsigned queue_limit)
+{
+	agr_named_aggregate na = { "sales", "Order" };
+	agr_dispatcher_options d = {
+		.name = "wowbus",
+		.named_aggregate = na,
+		.parallelism = 8,
+		.on_complete = agr_wow_bus_complete,
+		.queue_limit = queue_limit,
+	};
+
+	ck_assert_int_eq(agr_supplier_new("wowbus", 2, &sv->sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(sv->sup, &na, &sv->sched), 0);
+	d.supplier = sv->sup;
+	ck_assert_int_eq(agr_dispatcher_new(&d, &sv->disp), 0);
+	ck_assert_int_eq(agr_dispatcher_register(sv->disp, NULL, handler, seen),
+			 0);
+	ck_assert_int_eq(agr_dispatcher_start(sv->disp), 0);
+	o->redis.port = server_port;
+	o->scheduler = sv->sched;
+	o->dispatcher = sv->disp;
+	o->block_ms = 100;
+	ck_assert_int_eq(agr_wow_bus_new(o, &sv->bus), 0);
+	ck_assert_int_eq(agr_wow_bus_start(sv->bus), 0);
+	ck_assert_int_eq(agr_wow_bus_wait_ready(sv->bus, TU_LONG_NS), 0);
+}
+
+static void service_stop(struct service *sv)
+{
+	ck_assert_int_eq(agr_wow_bus_stop(sv->bus, TU_LONG_NS), 0);
+	agr_wow_bus_free(sv->bus);
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(sv->disp, TU_LONG_NS),
+			 0);
+	agr_dispatcher_free(sv->disp);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sv->sup, TU_LONG_NS), 0);
+	agr_supplier_free(sv->sup);
+}
+
+static uint64_t stat_of(agr_wow_bus *b, size_t offset)
+{
+	agr_wow_bus_stats st;
+
+	ck_assert_int_eq(agr_wow_bus_stats_get(b, &st), 0);
+	return *(uint64_t *)(void *)((char *)&st + offset);
+}
+
+#define STAT(b, field) \
+	((long long)stat_of((b), offsetof(agr_wow_bus_stats, field)))
+
+/* ---- tests ---- */
+
+START_TEST(test_spec_command_consumed_and_acked)
+{
+	const char *topics[] = { "t1.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "sales.CommandDispatcher";
+	o.consumer = "c-one";
+	service_start(&sv, &seen, &o, 0);
+	/* XGROUP CREATE ... MKSTREAM made the stream and the group. */
+	ck_assert_int_eq(sync_integer("EXISTS %s", topics[0]), 1);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(STAT(sv.bus, acked), 1);
+	ck_assert_int_eq(atomic_load(&seen.spec_ok), 1);
+	ck_assert_int_eq(pending(topics[0], o.group), 0);
+	service_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_event_and_state_topics)
+{
+	const char *topics[] = { "t9.Order:event", "t9.Order:state" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	o.topics = topics;
+	o.ntopics = 2;
+	o.group = "sales.ProjectionDispatcher";
+	service_start(&sv, &seen, &o, 0);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_STREAM);
+	sync_ok("XADD %s * msg %s", topics[1], SPEC_STATE);
+	WAIT_EQ(STAT(sv.bus, acked), 2);
+	ck_assert_int_eq(atomic_load(&seen.streams), 1);
+	ck_assert_int_eq(atomic_load(&seen.states), 1);
+	ck_assert_int_eq(pending(topics[0], o.group), 0);
+	ck_assert_int_eq(pending(topics[1], o.group), 0);
+	service_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_failure_is_acked_as_wow_does)
+{
+	const char *topics[] = { "t2.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { .status = -EIO };
+	struct service sv;
+
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	service_start(&sv, &seen, &o, 0);
+	for (int i = 0; i < 50; i++)
+		sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(STAT(sv.bus, acked), 50);
+	ck_assert_int_eq(atomic_load(&seen.count), 50);
+	ck_assert_int_eq(pending(topics[0], "g"), 0);
+	service_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_undecodable_stays_pending)
+{
+	const char *topics[] = { "t3.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	o.no_recovery = true;
+	service_start(&sv, &seen, &o, 0);
+	sync_ok("XADD %s * msg %s", topics[0], "{not json");
+	sync_ok("XADD %s * other %s", topics[0], SPEC_COMMAND);
+	sync_ok("XADD %s * msg %s", topics[0], "{\"id\":\"x\"}");
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(STAT(sv.bus, acked), 1);
+	WAIT_EQ(STAT(sv.bus, undecodable), 3);
+	ck_assert_int_eq(atomic_load(&seen.count), 1);
+	ck_assert_int_eq(pending(topics[0], "g"), 3);
+	service_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_busygroup_ignored_and_new_group_skips_old)
+{
+	const char *topics[] = { "t4.Order:command", "t4.Order:event" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND); /* before $ */
+	sync_ok("XGROUP CREATE %s g $ MKSTREAM", topics[1]);
+	o.topics = topics;
+	o.ntopics = 2;
+	o.group = "g";
+	service_start(&sv, &seen, &o, 0);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(STAT(sv.bus, acked), 1);
+	ck_assert_int_eq(STAT(sv.bus, read), 1);
+	service_stop(&sv);
+}
+END_TEST
+
+START_TEST(test_lease_held_and_released)
+{
+	const char *topics[] = { "t5.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+	char *key;
+
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	o.consumer = "c-lease";
+	o.recovery_interval_ms = 1000;
+	ck_assert_int_eq(agr_wow_lease_key(topics[0], "g", "c-lease", &key,
+					   NULL), 0);
+	service_start(&sv, &seen, &o, 0);
+	WAIT_EQ(sync_integer("EXISTS %s", key), 1);
+	/* TTL = 3 x interval, renewed by the heartbeat. */
+	ck_assert_int_le(sync_integer("PTTL %s", key), 3000);
+	ck_assert_int_gt(sync_integer("PTTL %s", key), 0);
+	/* Lost (a node restarted without it): the heartbeat takes it again. */
+	ck_assert_int_eq(sync_integer("DEL %s", key), 1);
+	WAIT_EQ(sync_integer("EXISTS %s", key), 1);
+	service_stop(&sv);
+	ck_assert_int_eq(sync_integer("EXISTS %s", key), 0);
+	free(key);
+}
+END_TEST
+
+/* Entries read by `owner` into its PEL and never acked. */
+static void strand_entries(const char *topic, const char *owner, int n)
+{
+	redisContext *c = sync_connect();
+	redisReply *r;
+
+	for (int i = 0; i < n; i++)
+		sync_ok("XADD %s * msg %s", topic, SPEC_COMMAND);
+	r = redisCommand(c, "XREADGROUP GROUP g %s STREAMS %s >", owner, topic);
+	ck_assert_ptr_nonnull(r);
+	ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+	freeReplyObject(r);
+	redisFree(c);
+}
+
+START_TEST(test_recovery_claims_dead_not_live)
+{
+	const char *topics[] = { "t6.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+	char *live_key;
+
+	sync_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
+	strand_entries(topics[0], "dead", 120); /* more than one page */
+	strand_entries(topics[0], "live", 3);
+	ck_assert_int_eq(agr_wow_lease_key(topics[0], "g", "live", &live_key,
+					   NULL), 0);
+	sync_ok("SET %s token EX 60", live_key);
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	o.min_idle_ms = 200;
+	o.recovery_interval_ms = 100;
+	o.recovery_batch = 50;
+	o.max_in_flight = 60; /* the backlog comes over several sweeps */
+	service_start(&sv, &seen, &o, 0);
+	WAIT_EQ(STAT(sv.bus, acked), 120);
+	ck_assert_int_eq(STAT(sv.bus, claimed), 120);
+	WAIT_EQ(STAT(sv.bus, sweeps) >= 3 ? 1 : 0, 1);
+	/* The live consumer's entries are left to it. */
+	ck_assert_int_eq(pending(topics[0], "g"), 3);
+	ck_assert_int_eq(atomic_load(&seen.count), 120);
+	service_stop(&sv);
+	free(live_key);
+}
+END_TEST
+
+START_TEST(test_not_admitted_stays_pending)
+{
+	const char *topics[] = { "t7.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	o.no_recovery = true;
+	service_start(&sv, &seen, &o, 0);
+	ck_assert_int_eq(agr_dispatcher_quiesce(sv.disp), 0);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(STAT(sv.bus, not_admitted), 1);
+	ck_assert_int_eq(pending(topics[0], "g"), 1);
+	service_stop(&sv);
+}
+END_TEST
+
+struct pub {
+	agr_redis *r;
+	struct tu_latch done;
+	int err;
+	char id[64];
+};
+
+static void on_published(int err, const char *id, void *arg)
+{
+	struct pub *p = arg;
+
+	p->err = err;
+	if (id)
+		snprintf(p->id, sizeof(p->id), "%s", id);
+	agr_redis_close(p->r, NULL, NULL);
+	tu_latch_count_down(&p->done);
+}
+
+static void publish_task(void *arg)
+{
+	struct pub *p = arg;
+	agr_redis_options ro = AGR_REDIS_OPTIONS_INIT;
+	int ret;
+
+	ro.port = server_port;
+	ret = agr_redis_new(agr_worker_current(), &ro, &p->r);
+	if (ret == 0)
+		ret = agr_wow_publish(p->r, "t8.Order:command", SPEC_COMMAND,
+				      strlen(SPEC_COMMAND), on_published, p);
+	if (ret < 0) {
+		p->err = ret;
+		tu_latch_count_down(&p->done);
+	}
+}
+
+START_TEST(test_publish)
+{
+	agr_named_aggregate na = { "sales", "Order" };
+	agr_supplier *sup;
+	agr_scheduler *sched;
+	struct pub p = { 0 };
+	redisContext *c;
+	redisReply *r;
+
+	tu_latch_init(&p.done, 1);
+	ck_assert_int_eq(agr_supplier_new("wowpub", 1, &sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(sup, &na, &sched), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(sched, 0, publish_task, &p), 0);
+	ck_assert(tu_latch_wait(&p.done, TU_LONG_NS));
+	ck_assert_int_eq(p.err, 0);
+	c = sync_connect();
+	r = redisCommand(c, "XRANGE t8.Order:command %s %s", p.id, p.id);
+	ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
+	ck_assert_uint_eq(r->elements, 1);
+	ck_assert_str_eq(r->element[0]->element[1]->element[0]->str, "msg");
+	ck_assert_str_eq(r->element[0]->element[1]->element[1]->str,
+			 SPEC_COMMAND);
+	freeReplyObject(r);
+	redisFree(c);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
+	agr_supplier_free(sup);
+	tu_latch_destroy(&p.done);
+}
+END_TEST
+
+START_TEST(test_options_checked)
+{
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus *b;
+	const char *topics[] = { "x:command" };
+
+	ck_assert_int_eq(agr_wow_bus_new(NULL, &b), -EINVAL);
+	ck_assert_int_eq(agr_wow_bus_new(&o, &b), -EINVAL);
+	o.topics = topics;
+	o.ntopics = 1;
+	ck_assert_int_eq(agr_wow_bus_new(&o, &b), -EINVAL);
+}
+END_TEST
+
+static Suite *suite(void)
+{
+	Suite *s = suite_create("wow_bus");
+	TCase *tc = tcase_create("redis");
+
+	tcase_set_timeout(tc, 120);
+	tcase_add_test(tc, test_options_checked);
+	tcase_add_test(tc, test_spec_command_consumed_and_acked);
+	tcase_add_test(tc, test_event_and_state_topics);
+	tcase_add_test(tc, test_failure_is_acked_as_wow_does);
+	tcase_add_test(tc, test_undecodable_stays_pending);
+	tcase_add_test(tc, test_busygroup_ignored_and_new_group_skips_old);
+	tcase_add_test(tc, test_lease_held_and_released);
+	tcase_add_test(tc, test_recovery_claims_dead_not_live);
+	tcase_add_test(tc, test_not_admitted_stays_pending);
+	tcase_add_test(tc, test_publish);
+	suite_add_tcase(s, tc);
+	return s;
+}
+
+int main(void)
+{
+	int rc;
+
+	tu_require_io_uring();
+	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: redis-server is not installed\n");
+		return TU_SKIP;
+	}
+	start_server();
+	rc = tu_run(suite());
+	stop_server();
+	return rc;
+}
