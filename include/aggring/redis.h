@@ -14,5 +14,6 @@
 #include <aggring/redis_client.h>
 #include <aggring/wow_codec.h>
 #include <aggring/wow_event_store.h>
+#include <aggring/wow_bus.h>
 
 #endif /* AGGRING_REDIS_H */
