@@ -31,9 +31,11 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # A python3 with the redis module: Debian's, even under a pyenv shim.
+# Isolated (-I) and asking for redis.Redis: the build tree's redis/
+# directory would import as an empty namespace package from the cwd.
 python=
 for p in python3 /usr/bin/python3; do
-	if "$p" -c 'import redis' 2>/dev/null; then
+	if "$p" -I -c 'import redis; redis.Redis' 2>/dev/null; then
 		python=$p
 		break
 	fi
