@@ -23,7 +23,7 @@ results=${2:?usage: run.sh BUILDDIR RESULTSDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 runs=${BENCH_RUNS:-5}
 data=${BENCH_DATA:-$build/bench-data}
-only=${BENCH_ONLY:-dispatch latency direct_read journal scale network}
+only=${BENCH_ONLY:-dispatch latency direct_read journal scale network wow}
 quick=${BENCH_QUICK:-0}
 failed=""
 
@@ -93,6 +93,21 @@ for w in $only; do
 		0) ;;
 		77) echo "network: skipped (no redis-server or redis-benchmark)" ;;
 		*) failed="$failed network" ;;
+		esac ;;
+	wow)
+		echo "== wow"
+		set +e
+		wow_commands=${BENCH_WOW_COMMANDS:-20000}
+		[ "$quick" = 1 ] && wow_commands=2000
+		BENCH_RUNS=$runs BENCH_WOW_COMMANDS=$wow_commands \
+			sh "$here/wow_scale.sh" "$build" >"$results/wow.txt" 2>&1
+		rc=$?
+		cat "$results/wow.txt"
+		set -e
+		case $rc in
+		0) ;;
+		77) echo "wow: skipped (no Redis tools or no libaggring-redis)" ;;
+		*) failed="$failed wow" ;;
 		esac ;;
 	*) run "$w" ;;
 	esac

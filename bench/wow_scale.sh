@@ -21,6 +21,13 @@ commands=${BENCH_WOW_COMMANDS:-20000}
 groups=${BENCH_WOW_GROUPS:-1024} # dispatcher groups per instance
 ex=$build/examples
 
+for tool in redis-server redis-cli redis-benchmark; do
+	command -v "$tool" >/dev/null 2>&1 ||
+		{ echo "wow_scale: $tool not found (apt-get install redis-server redis-tools)" >&2; exit 77; }
+done
+[ -x "$ex/wow_ledger" ] ||
+	{ echo "wow_scale: $ex/wow_ledger not built (libaggring-redis needs hiredis and json-c)" >&2; exit 77; }
+
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-wow-bench.XXXXXX") || exit 1
 pids=
 cleanup() {
