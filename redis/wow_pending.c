@@ -194,6 +194,8 @@ static void claim(struct agr__wowbus_sweep *s)
 /* Every lookup is in: the candidates of dead owners are claimed. */
 static void claim_dead(struct agr__wowbus_sweep *s)
 {
+	size_t ours = 0;
+
 	s->nclaim = 0;
 	if (s->ncand) {
 		char **ids = realloc(s->claim, s->ncand * sizeof(*ids));
@@ -204,10 +206,17 @@ static void claim_dead(struct agr__wowbus_sweep *s)
 		}
 		s->claim = ids;
 	}
-	for (size_t i = 0; i < s->ncand; i++)
+	for (size_t i = 0; i < s->ncand; i++) {
+		if (s->cand[i].ours)
+			ours++;
 		if (s->cand[i].ours ||
 		    s->owners[s->cand[i].owner].state == O_DEAD)
 			s->claim[s->nclaim++] = s->cand[i].id;
+	}
+	if (ours)
+		agr_log(AGR_LOG_WARN,
+			"pending sweep of %s: %zu entries of ours never "
+			"reached us; claiming them again", s->topic, ours);
 	if (s->nclaim)
 		claim(s);
 	else
