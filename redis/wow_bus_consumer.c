@@ -10,6 +10,10 @@
  * entry onto a lock-free stack; the push that finds it empty schedules
  * one drain task on the consumer's worker, which acks everything the
  * stack holds with one XACK per topic.
+ *
+ * The worker knows which of its entries it holds (in flight, or kept
+ * undecodable), so that a sweep can claim again an entry of ours that
+ * Redis delivered in a reply we never read.
  */
 #include "wow_bus_internal.h"
 
@@ -35,6 +39,7 @@
 struct wow_entry {
 	agr_message msg; /* first: the dispatcher's message is the entry */
 	struct wow_entry *next; /* ack stack, then ack batch */
+	struct wow_entry *held_prev, *held_next; /* on the worker */
 	agr_wow_bus *bus;
 	unsigned topic;
 	agr_wow_decoded d;
@@ -42,6 +47,14 @@ struct wow_entry {
 	char *json;
 	char id[]; /* the entry id, NUL, the msg JSON, NUL */
 };
+
+/* The id of an undecodable entry of ours: it stays pending, unclaimed. */
+struct kept_id {
+	struct kept_id *next;
+	char id[];
+};
+
+#define MAX_KEPT 1024 /* undecodable ids remembered per topic */
 
 struct reader {
 	agr_wow_bus *bus;
@@ -88,6 +101,9 @@ struct agr_wow_bus {
 	struct timer ack_timer;
 	struct ack_batch *ack_retry; /* XACKs that failed, to send again */
 	bool sweeping[MAX_TOPICS];
+	struct wow_entry *held[MAX_TOPICS]; /* in flight, per topic */
+	struct kept_id *kept[MAX_TOPICS];
+	unsigned nkept[MAX_TOPICS];
 	unsigned groups_made, timers, closing, releasing, acks_out;
 	unsigned long in_flight;
 
@@ -182,6 +198,61 @@ static void entry_free(struct wow_entry *en)
 	free(en);
 }
 
+/* ---- what we hold ---- */
+
+static void hold(agr_wow_bus *b, struct wow_entry *en)
+{
+	struct wow_entry **head = &b->held[en->topic];
+
+	en->held_prev = NULL;
+	en->held_next = *head;
+	if (*head)
+		(*head)->held_prev = en;
+	*head = en;
+}
+
+/* An entry leaves the worker: acked, or left pending for a sweep. */
+static void entry_done(agr_wow_bus *b, struct wow_entry *en)
+{
+	if (en->held_prev)
+		en->held_prev->held_next = en->held_next;
+	else
+		b->held[en->topic] = en->held_next;
+	if (en->held_next)
+		en->held_next->held_prev = en->held_prev;
+	entry_free(en);
+}
+
+static void keep_undecodable(agr_wow_bus *b, unsigned topic, const char *id)
+{
+	size_t n = strlen(id) + 1;
+	struct kept_id *k;
+
+	if (b->nkept[topic] >= MAX_KEPT)
+		return; /* claimed again at each sweep, failing again */
+	k = malloc(sizeof(*k) + n);
+	if (!k)
+		return;
+	memcpy(k->id, id, n);
+	k->next = b->kept[topic];
+	b->kept[topic] = k;
+	b->nkept[topic]++;
+}
+
+static bool holds(void *owner, unsigned topic, const char *id)
+{
+	const agr_wow_bus *b = owner;
+
+	for (const struct wow_entry *en = b->held[topic]; en;
+	     en = en->held_next)
+		if (!strcmp(en->id, id))
+			return true;
+	for (const struct kept_id *k = b->kept[topic]; k; k = k->next)
+		if (!strcmp(k->id, id))
+			return true;
+	return false;
+}
+
 /* Reading and claiming end here: each entry is decoded and sent. */
 static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 {
@@ -195,6 +266,10 @@ static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 		count(&b->st_read, 1);
 		if (decode_entry(b, topic, e, &en) < 0) {
 			count(&b->st_undecodable, 1);
+			if (e->type == REDIS_REPLY_ARRAY && e->elements &&
+			    e->element[0]->type == REDIS_REPLY_STRING &&
+			    !holds(b, topic, e->element[0]->str))
+				keep_undecodable(b, topic, e->element[0]->str);
 			continue;
 		}
 		ret = agr_dispatcher_send(b->disp, &en->msg);
@@ -208,6 +283,7 @@ static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 			entry_free(en);
 			continue;
 		}
+		hold(b, en);
 		b->in_flight++;
 		count(&b->st_dispatched, 1);
 		count(&b->st_in_flight, 1);
@@ -475,6 +551,7 @@ static bool sweep_has_room(void *owner)
 static const struct agr__wowbus_sweep_ops sweep_ops = {
 	.deliver = sweep_deliver,
 	.has_room = sweep_has_room,
+	.held = holds,
 	.done = sweep_done,
 };
 
@@ -555,7 +632,7 @@ static void on_ack(agr_redis *r, const redisReply *reply, int err,
 	}
 	for (; en; en = next) {
 		next = en->next;
-		entry_free(en);
+		entry_done(b, en);
 	}
 	b->in_flight -= ab->n;
 	atomic_fetch_sub_explicit(&b->st_in_flight, ab->n,
@@ -600,7 +677,7 @@ static void send_batch(agr_wow_bus *b, struct ack_batch *ab)
 	count(&b->st_redis_errors, 1);
 	for (en = ab->entries; en; en = next) {
 		next = en->next;
-		entry_free(en);
+		entry_done(b, en);
 	}
 	b->in_flight -= n;
 	atomic_fetch_sub_explicit(&b->st_in_flight, n, memory_order_relaxed);
@@ -618,7 +695,7 @@ static void send_acks(agr_wow_bus *b, struct wow_entry *list, unsigned n)
 			"pending", n);
 		for (; list; list = next) {
 			next = list->next;
-			entry_free(list);
+			entry_done(b, list);
 		}
 		b->in_flight -= n;
 		atomic_fetch_sub_explicit(&b->st_in_flight, n,
@@ -647,7 +724,7 @@ static void drain_acks(void *arg)
 
 		all = en->next;
 		if (en->no_ack) {
-			entry_free(en);
+			entry_done(b, en);
 			b->in_flight--;
 			atomic_fetch_sub_explicit(&b->st_in_flight, 1,
 						  memory_order_relaxed);
@@ -950,8 +1027,14 @@ void agr_wow_bus_free(agr_wow_bus *b)
 		entry_free(en);
 	}
 	for (unsigned i = 0; i < b->ntopics; i++) {
+		struct kept_id *k, *knext;
+
 		free(b->topics[i]);
 		agr__wowbus_lease_fini(&b->leases[i]);
+		for (k = b->kept[i]; k; k = knext) {
+			knext = k->next;
+			free(k);
+		}
 	}
 	free(b->host);
 	free(b->username);

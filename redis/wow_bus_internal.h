@@ -59,6 +59,12 @@ struct agr__wowbus_sweep_ops {
 			const struct redisReply *entries);
 	/* False: the owner holds enough; the sweep ends after this page. */
 	bool (*has_room)(void *owner);
+	/*
+	 * True if entry `id` of ours is in flight or kept on purpose; an
+	 * entry of ours idle for min-idle that is not was lost on its way
+	 * and is claimed again. NULL: ours are never claimed (Wow's rule).
+	 */
+	bool (*held)(void *owner, unsigned topic, const char *id);
 	void (*done)(void *owner, unsigned topic, int err);
 };
 

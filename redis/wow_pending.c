@@ -12,7 +12,11 @@
  *  4. an entry is claimable when its owner is not us, it was idle for
  *     min-idle, and its owner is not active: idle in XINFO for min-idle
  *     and no lease key (EXISTS); those are XCLAIMed with min-idle (two
- *     racing recoverers cannot both win one) and delivered.
+ *     racing recoverers cannot both win one) and delivered;
+ *  5. an entry of ours idle for min-idle that we do not hold (ops->held)
+ *     was delivered to us in a reply we never read (a connection lost
+ *     with it, a node killed after its AOF write): it is XCLAIMed to us
+ *     again, as nobody else ever takes a live consumer's entries.
  */
 #include "wow_bus_internal.h"
 
@@ -35,7 +39,8 @@ struct owner {
 
 struct candidate {
 	char *id;
-	size_t owner; /* index in owners */
+	size_t owner; /* index in owners; unused when ours */
+	bool ours;    /* ours, lost on its way: claimed again */
 };
 
 struct agr__wowbus_sweep {
@@ -189,6 +194,8 @@ static void claim(struct agr__wowbus_sweep *s)
 /* Every lookup is in: the candidates of dead owners are claimed. */
 static void claim_dead(struct agr__wowbus_sweep *s)
 {
+	size_t ours = 0;
+
 	s->nclaim = 0;
 	if (s->ncand) {
 		char **ids = realloc(s->claim, s->ncand * sizeof(*ids));
@@ -199,9 +206,17 @@ static void claim_dead(struct agr__wowbus_sweep *s)
 		}
 		s->claim = ids;
 	}
-	for (size_t i = 0; i < s->ncand; i++)
-		if (s->owners[s->cand[i].owner].state == O_DEAD)
+	for (size_t i = 0; i < s->ncand; i++) {
+		if (s->cand[i].ours)
+			ours++;
+		if (s->cand[i].ours ||
+		    s->owners[s->cand[i].owner].state == O_DEAD)
 			s->claim[s->nclaim++] = s->cand[i].id;
+	}
+	if (ours)
+		agr_log(AGR_LOG_WARN,
+			"pending sweep of %s: %zu entries of ours never "
+			"reached us; claiming them again", s->topic, ours);
 	if (s->nclaim)
 		claim(s);
 	else
@@ -282,11 +297,27 @@ static bool entry_fields(const redisReply *e, const char **id,
 	return true;
 }
 
+static int push_candidate(struct agr__wowbus_sweep *s, const char *id,
+			  size_t owner, bool ours)
+{
+	struct candidate *n = realloc(s->cand, (s->ncand + 1) * sizeof(*n));
+
+	if (!n)
+		return -ENOMEM;
+	s->cand = n;
+	n[s->ncand].id = strdup(id);
+	if (!n[s->ncand].id)
+		return -ENOMEM;
+	n[s->ncand].owner = owner;
+	n[s->ncand].ours = ours;
+	s->ncand++;
+	return 0;
+}
+
 static int add_candidate(struct agr__wowbus_sweep *s, const char *id,
 			 const char *owner_name)
 {
 	struct owner *o = owner_find(s, owner_name);
-	struct candidate *n;
 
 	if (!o)
 		o = owner_add(s, owner_name, -1);
@@ -294,16 +325,13 @@ static int add_candidate(struct agr__wowbus_sweep *s, const char *id,
 		return -ENOMEM;
 	if (o->state == O_ACTIVE)
 		return 0;
-	n = realloc(s->cand, (s->ncand + 1) * sizeof(*n));
-	if (!n)
-		return -ENOMEM;
-	s->cand = n;
-	n[s->ncand].id = strdup(id);
-	if (!n[s->ncand].id)
-		return -ENOMEM;
-	n[s->ncand].owner = (size_t)(o - s->owners);
-	s->ncand++;
-	return 0;
+	return push_candidate(s, id, (size_t)(o - s->owners), false);
+}
+
+/* Ours and not held: its delivery never reached us. */
+static bool ours_lost(const struct agr__wowbus_sweep *s, const char *id)
+{
+	return s->ops->held && !s->ops->held(s->owner_arg, s->index, id);
 }
 
 /* Keeps the page's candidates, then looks up the leases not yet known. */
@@ -317,10 +345,14 @@ static int scan_page(struct agr__wowbus_sweep *s, const redisReply *page)
 	for (size_t i = 0; i < page->elements; i++) {
 		if (!entry_fields(page->element[i], &id, &owner_name, &idle))
 			continue;
-		if (!strcmp(owner_name, s->self) ||
-		    (uint64_t)idle < s->min_idle_ms)
+		if ((uint64_t)idle < s->min_idle_ms)
 			continue;
-		ret = add_candidate(s, id, owner_name);
+		if (strcmp(owner_name, s->self))
+			ret = add_candidate(s, id, owner_name);
+		else if (ours_lost(s, id))
+			ret = push_candidate(s, id, 0, true);
+		else
+			ret = 0;
 		if (ret < 0)
 			return ret;
 	}

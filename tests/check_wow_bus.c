@@ -477,6 +477,41 @@ START_TEST(test_recovery_claims_dead_not_live)
 }
 END_TEST
 
+/*
+ * Entries Redis delivered to us in replies we never read (the node was
+ * killed after its AOF write, or the connection reset with the reply in
+ * it): they are ours and idle, so no other consumer takes them; the
+ * sweep claims them again. An undecodable one of ours stays kept.
+ */
+START_TEST(test_lost_delivery_claimed_again)
+{
+	const char *topics[] = { "t10.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+
+	sync_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
+	sync_ok("XADD %s * msg %s", topics[0], "{not json");
+	strand_entries(topics[0], "c-lost", 5);
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	o.consumer = "c-lost";
+	o.min_idle_ms = 200;
+	o.recovery_interval_ms = 100;
+	service_start(&sv, &seen, &o, 0);
+	WAIT_EQ(STAT(sv.bus, acked), 5);
+	ck_assert_int_eq(atomic_load(&seen.count), 5);
+	WAIT_EQ(pending(topics[0], "g"), 1);
+	/* The undecodable entry is decoded once, then left alone. */
+	WAIT_EQ(STAT(sv.bus, sweeps) >= 10 ? 1 : 0, 1);
+	ck_assert_int_eq(STAT(sv.bus, undecodable), 1);
+	ck_assert_int_eq(STAT(sv.bus, claimed), 6);
+	ck_assert_int_eq(pending(topics[0], "g"), 1);
+	service_stop(&sv);
+}
+END_TEST
+
 START_TEST(test_not_admitted_stays_pending)
 {
 	const char *topics[] = { "t7.Order:command" };
@@ -590,6 +625,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_busygroup_ignored_and_new_group_skips_old);
 	tcase_add_test(tc, test_lease_held_and_released);
 	tcase_add_test(tc, test_recovery_claims_dead_not_live);
+	tcase_add_test(tc, test_lost_delivery_claimed_again);
 	tcase_add_test(tc, test_not_admitted_stays_pending);
 	tcase_add_test(tc, test_publish);
 	suite_add_tcase(s, tc);

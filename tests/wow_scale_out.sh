@@ -55,8 +55,24 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
+# The groups' state, so that a drain failure can be diagnosed.
+groups_summary() {
+	for tg in "bank.Account:command bank.CommandDispatcher" \
+		"bank.Account:event bank.ProjectionDispatcher"; do
+		set -- $tg
+		echo "--- $1: last id $(last_id "$1")"
+		echo "XINFO GROUPS:" $(rc XINFO GROUPS "$1")
+		echo "XPENDING $2:" $(rc XPENDING "$1" "$2")
+		echo "XINFO CONSUMERS $2:" $(rc XINFO CONSUMERS "$1" "$2")
+		echo "oldest pending:" $(rc XPENDING "$1" "$2" - + 5)
+	done
+}
+
 fail() {
 	echo "FAIL: $*"
+	case $* in
+	*drained*) groups_summary 2>&1 ;;
+	esac
 	for f in "$tmp"/*.log; do
 		echo "--- $f"
 		tail -15 "$f"

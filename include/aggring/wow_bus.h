@@ -19,15 +19,18 @@
  *  - `XACK` once the message's completion callback has run, whatever
  *    its status (Wow acks failures too);
  *  - an entry that is not admitted (-ESHUTDOWN, -EAGAIN) is not acked:
- *    it stays pending in this consumer's PEL, for recovery after this
- *    consumer is gone; an entry without `msg`, or whose `msg` does not
- *    decode, stays pending too, and is logged and counted;
+ *    it stays pending in this consumer's PEL, and this consumer's
+ *    sweep claims it again; an entry without `msg`, or whose `msg`
+ *    does not decode, stays pending too, is logged and counted, and
+ *    is recovered only after this consumer is gone;
  *  - a lease per topic under agr_wow_lease_key() (SET EX 3 x interval,
  *    a heartbeat each interval, taken again if it was lost, released
  *    on stop);
  *  - a pending sweep per topic each interval: XPENDING pages, and
  *    XCLAIM <min-idle> of entries owned by other consumers that hold
  *    no lease and were idle in XINFO CONSUMERS for min-idle or more;
+ *    and, unlike Wow, of its own entries idle for min-idle that it does
+ *    not hold (delivered in a reply lost with a connection or a node);
  *    claimed entries take the normal path.
  *
  * Threads: the consumer lives on one worker of a scheduler of the
@@ -206,7 +209,7 @@ typedef struct agr_wow_bus_stats {
 	uint64_t acked;		/* XACKs answered */
 	uint64_t undecodable;	/* no msg, or the decoder failed */
 	uint64_t not_admitted;	/* -ESHUTDOWN or -EAGAIN: left pending */
-	uint64_t claimed;	/* entries XCLAIMed from dead consumers */
+	uint64_t claimed;	/* XCLAIMed: dead owners', our lost ones */
 	uint64_t sweeps;	/* pending sweeps finished */
 	uint64_t redis_errors;	/* failed or error replies */
 	uint64_t in_flight;	/* admitted, not yet acked */
