@@ -29,6 +29,7 @@ struct reqids {
 struct account {
 	long long balance;
 	uint64_t hash;
+	uint64_t batch; /* the journal batch of its last change; 0: replay */
 	struct reqids *ids; /* NULL until a change carries a request id */
 	char key[];
 };
@@ -70,6 +71,7 @@ struct table {
 	struct account **slots;
 	size_t mask; /* slots - 1; slots is a power of two */
 	size_t count;
+	uint64_t closed_batch; /* the journal batch of its last close */
 };
 
 struct accounts {
@@ -419,8 +421,12 @@ static void count_one(atomic_ullong *c)
 			      memory_order_relaxed);
 }
 
-/* Makes the account what the steps left; only once durable. */
-static void apply_after(struct account_msg *m)
+/*
+ * Makes the account what the steps left, once its record is queued in
+ * journal batch `batch`: readers of the account wait for that batch
+ * (await_state).
+ */
+static void apply_after(struct account_msg *m, uint64_t batch)
 {
 	struct accounts *as = m->bank->accounts;
 	struct table *t = &as->tables[m->group];
@@ -429,32 +435,54 @@ static void apply_after(struct account_msg *m)
 
 	if (!m->after_exists) {
 		table_remove(as, t, m->key);
+		t->closed_batch = batch;
 		return;
 	}
 	a = table_get(as, t, m->key);
 	a->balance = m->after_balance;
+	a->batch = batch;
 	if (m->reqid[0])
 		reqid_remember(a, m->reqid,
 			       m->steps[0].result == ACCOUNT_SET ? 's' : 'c',
 			       m->after_balance);
 }
 
+/*
+ * What the message's reply showed is durable now (status 0), or never
+ * will be. A transfer's message still holds its group: the saga goes
+ * on and the message completes. Any other completed at once; its reply
+ * goes on now, or once the dispatcher has completed it (bank_completed).
+ */
 static void entry_durable(struct commit_wait *w, int status)
 {
 	struct account_msg *m = container_of(w, struct account_msg, wait);
-	agr_exchange *ex = m->ex;
+	const struct bank_completion *c = m->completed;
 
-	if (status == 0) {
-		/* Applied only now: nothing unjournaled is ever visible. */
-		apply_after(m);
-		count_one(&m->bank->workers[agr_worker_index(
-					 agr_exchange_worker(ex))].changes);
-	} else {
+	if (status == 0 && m->journaled)
+		count_one(&m->bank->workers[m->worker].changes);
+	else if (status < 0)
 		m->journal_failed = true;
+	if (m->xfer) {
+		transfer_step(m->bank, m->ex, m);
+		agr_exchange_done(m->ex, status);
+		return;
 	}
-	if (m->xfer)
-		transfer_step(m->bank, ex, m);
-	agr_exchange_done(ex, status);
+	m->awaiting = false;
+	if (c)
+		c->fn(&m->msg, m->completed_status, c->arg);
+}
+
+void bank_completed(agr_message *msg, int status, void *arg)
+{
+	struct account_msg *m = account_msg_of(msg);
+	const struct bank_completion *c = arg;
+
+	if (m->awaiting) { /* its reply waits for the journal */
+		m->completed = c;
+		m->completed_status = status;
+		return;
+	}
+	c->fn(msg, status, c->arg);
 }
 
 /* A deposit or a withdrawal on the state *exists, *balance. */
@@ -568,46 +596,87 @@ static bool answered_before(struct account_msg *m, const struct account *a)
 }
 
 /*
+ * The message waits for the journal (entry_durable). A transfer's holds
+ * its group: the saga's next step is sent from its handler. Any other
+ * completes now and lets the group run the account's next message at
+ * once, so that one hot account's changes share a batch; its reply
+ * waits (bank_completed).
+ */
+static int wait_for_journal(struct account_msg *m)
+{
+	if (m->xfer)
+		return AGR_PENDING;
+	m->awaiting = true;
+	return 0;
+}
+
+/*
+ * A message that journals nothing (a read, a refusal, a retry answered
+ * again) shows the account as changes not yet durable may have left it:
+ * it waits for the batch of the account's last change, or, if it has
+ * none, of the group's last close.
+ */
+static int await_state(struct account_msg *m, struct journal *j,
+		       const struct table *t, const struct account *a)
+{
+	int ret = journal_wait(j, a ? a->batch : t->closed_batch, &m->wait);
+
+	if (ret == 0)
+		return wait_for_journal(m);
+	if (ret < 0) {
+		m->journal_failed = true;
+		return ret;
+	}
+	if (m->xfer) /* refused: the saga goes on, or ends, now */
+		transfer_step(m->bank, m->ex, m);
+	return 0;
+}
+
+/*
  * Every message: run its steps on the account as it is, journal their
- * net effect as one record, complete once it is durable (at once when
- * nothing changed).
+ * net effect as one record and apply it in memory at once; the reply
+ * waits until the record, and every one the steps read, is durable.
  */
 static int run_steps(agr_exchange *ex, void *arg)
 {
 	struct bank *b = arg;
 	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
-	struct bank_worker *bw =
-		&b->workers[agr_worker_index(agr_exchange_worker(ex))];
+	unsigned wi = (unsigned)agr_worker_index(agr_exchange_worker(ex));
+	struct bank_worker *bw = &b->workers[wi];
 	const struct account *a;
+	const struct table *t;
 	char rec[RECORD_MAX];
 	size_t len;
 	unsigned i;
 	int ret;
 
 	m->bank = b;
+	m->ex = ex;
+	m->worker = wi;
 	m->group = agr_exchange_group(ex);
-	a = table_find(&b->accounts->tables[m->group], m->key);
+	m->awaiting = m->journaled = false;
+	m->completed = NULL;
+	m->wait.durable = entry_durable;
+	t = &b->accounts->tables[m->group];
+	a = table_find(t, m->key);
 	if (answered_before(m, a))
-		return 0;
+		return await_state(m, &bw->journal, t, a);
 	m->after_exists = a != NULL;
 	m->after_balance = a ? a->balance : 0;
 	for (i = 0; i < m->nsteps; i++)
 		step_run(&m->steps[i], &m->after_exists, &m->after_balance,
 			 bw);
 	len = net_record(m, a, rec);
-	if (len == 0) {
-		if (m->xfer) /* refused: the saga goes on, or ends, now */
-			transfer_step(b, ex, m);
-		return 0;
-	}
-	m->ex = ex;
-	m->wait.durable = entry_durable;
+	if (len == 0)
+		return await_state(m, &bw->journal, t, a);
 	ret = journal_append(&bw->journal, rec, len, &m->wait);
-	if (ret < 0) {
+	if (ret < 0) { /* nothing applied */
 		m->journal_failed = true;
 		return ret;
 	}
-	return AGR_PENDING;
+	m->journaled = true;
+	apply_after(m, journal_batch_id(&bw->journal));
+	return wait_for_journal(m);
 }
 
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)

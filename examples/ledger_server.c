@@ -176,6 +176,7 @@ struct server {
 	struct front *front;	      /* the RESP connections */
 	struct http_metrics *metrics; /* GET /metrics, with --metrics-port */
 	struct bank *bank;	      /* the accounts and the journals */
+	struct bank_completion replies; /* completions, past the bank */
 	struct replay_result replayed;
 	unsigned journals_direct; /* journals that could use O_DIRECT */
 	struct command_server cmd; /* what the commands see of us */
@@ -239,8 +240,8 @@ static void start_dispatcher(struct server *srv)
 		.named_aggregate = { "bank", "Account" },
 		.parallelism = srv->cfg.groups,
 		.owns_supplier = true,
-		.on_complete = front_completed,
-		.complete_arg = srv->front,
+		.on_complete = bank_completed, /* then front_completed */
+		.complete_arg = &srv->replies,
 		/*
 		 * Only when asked: two clock reads and a shared depth count
 		 * per message are little next to an fdatasync, but without
@@ -250,6 +251,7 @@ static void start_dispatcher(struct server *srv)
 	};
 	int ret;
 
+	srv->replies = (struct bank_completion){ front_completed, srv->front };
 	ret = agr_supplier_new("ledger", srv->cfg.workers, &sup);
 	if (ret)
 		die("agr_supplier_new: %s", agr_strerror(ret));
