@@ -571,11 +571,11 @@ static size_t net_record(const struct account_msg *m, const struct account *a,
 		return 0; /* a request id is journaled even so */
 	if (tagged) {
 		r.reply = m->steps[0].result == ACCOUNT_SET ? 's' : 'c';
-		snprintf(r.reqid, sizeof(r.reqid), "%s", m->reqid);
+		memcpy(r.reqid, m->reqid, sizeof(r.reqid));
 	}
 	if (m->xfer)
 		transfer_tag(m, &r);
-	snprintf(r.key, sizeof(r.key), "%s", m->key);
+	memcpy(r.key, m->key, sizeof(r.key)); /* no printf per change */
 	return record_encode(rec, &r);
 }
 

@@ -54,32 +54,76 @@ bool reqid_valid(const char *p, size_t len)
 	return printable_word(p, len, REQID_MAX);
 }
 
-/* Appends " CRC\n" to the n bytes of dst[RECORD_MAX]; the length. */
-static size_t seal(char *dst, int n)
+/*
+ * Encoding without printf: records are written once per change, on the
+ * hot path. Every field is bounded (KEY_MAX, REQID_MAX), so a record
+ * always fits in RECORD_MAX.
+ */
+static size_t put_str(char *dst, size_t n, const char *s, size_t max)
 {
-	n += snprintf(dst + n, RECORD_MAX - (size_t)n, " %08" PRIx32 "\n",
-		      crc32_of(dst, (size_t)n));
-	return (size_t)n;
+	size_t len = strnlen(s, max);
+
+	memcpy(dst + n, s, len);
+	return n + len;
+}
+
+/* "+N" or "-N", as printf's %+lld. */
+static size_t put_signed(char *dst, size_t n, long long v)
+{
+	unsigned long long u = v < 0 ? 0ull - (unsigned long long)v :
+				       (unsigned long long)v;
+	char digits[20];
+	size_t k = 0;
+
+	dst[n++] = v < 0 ? '-' : '+';
+	do
+		digits[k++] = (char)('0' + u % 10);
+	while ((u /= 10) != 0);
+	while (k)
+		dst[n++] = digits[--k];
+	return n;
+}
+
+/* Appends " CRC\n" to the n bytes of dst[RECORD_MAX]; the length. */
+static size_t seal(char *dst, size_t n)
+{
+	static const char hex[] = "0123456789abcdef";
+	uint32_t crc = crc32_of(dst, n);
+	int shift;
+
+	dst[n++] = ' ';
+	for (shift = 28; shift >= 0; shift -= 4)
+		dst[n++] = hex[(crc >> shift) & 0xf];
+	dst[n++] = '\n';
+	return n;
 }
 
 size_t record_seal(char *dst, const char *body)
 {
-	return seal(dst, snprintf(dst, RECORD_MAX - 10, "%s", body));
+	return seal(dst, put_str(dst, 0, body, RECORD_MAX - 10));
 }
 
 size_t record_encode(char *dst, const struct record *rec)
 {
-	int n = rec->kind == RECORD_CLOSE ?
-			snprintf(dst, RECORD_MAX, "%s close", rec->key) :
-			snprintf(dst, RECORD_MAX, "%s %+lld", rec->key,
-				 rec->delta);
+	size_t n = put_str(dst, 0, rec->key, KEY_MAX);
 
-	if (rec->reqid[0])
-		n += snprintf(dst + n, RECORD_MAX - (size_t)n, " #%c:%s",
-			      rec->reply, rec->reqid);
-	if (rec->reqid[0] && (rec->reply == 'd' || rec->reply == 't'))
-		n += snprintf(dst + n, RECORD_MAX - (size_t)n, ":%s",
-			      rec->peer);
+	if (rec->kind == RECORD_CLOSE) {
+		n = put_str(dst, n, " close", 6);
+	} else {
+		dst[n++] = ' ';
+		n = put_signed(dst, n, rec->delta);
+	}
+	if (rec->reqid[0]) {
+		dst[n++] = ' ';
+		dst[n++] = '#';
+		dst[n++] = rec->reply;
+		dst[n++] = ':';
+		n = put_str(dst, n, rec->reqid, REQID_MAX);
+	}
+	if (rec->reqid[0] && (rec->reply == 'd' || rec->reply == 't')) {
+		dst[n++] = ':';
+		n = put_str(dst, n, rec->peer, KEY_MAX);
+	}
 	return seal(dst, n);
 }
 

@@ -13,6 +13,7 @@
 #include "config.h"
 #endif
 
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,6 +78,41 @@ START_TEST(every_kind_round_trips)
 	round_trip(&r, "to +30 #t:x.1:from");
 	r = make(RECORD_DELTA, "from", 30, 'r', "x.1", "");
 	round_trip(&r, "from +30 #r:x.1");
+}
+END_TEST
+
+/*
+ * The encoder (no printf) writes what printf would: signed amounts at
+ * both ends of long long, the CRC in 8 lowercase hex digits (CRC-32 of
+ * "123456789" is cbf43926), and the longest record fits RECORD_MAX.
+ */
+START_TEST(encoding_matches_printf)
+{
+	const long long amounts[] = { 1, 9, 10, -10, 123456789, LLONG_MAX,
+				      -LLONG_MAX, LLONG_MIN };
+	char line[RECORD_MAX], want[RECORD_MAX], key[KEY_MAX + 1];
+	char id[REQID_MAX + 1];
+	struct record r;
+	size_t i, n;
+
+	n = record_seal(line, "123456789");
+	ck_assert_uint_eq(n, 19);
+	ck_assert(memcmp(line, "123456789 cbf43926\n", n) == 0);
+	for (i = 0; i < sizeof(amounts) / sizeof(amounts[0]); i++) {
+		r = make(RECORD_DELTA, "k", amounts[i], 0, "", "");
+		snprintf(want, sizeof(want), "k %+lld", amounts[i]);
+		n = record_encode(line, &r);
+		ck_assert_uint_eq(n, strlen(want) + 10);
+		ck_assert(memcmp(line, want, strlen(want)) == 0);
+	}
+	memset(key, 'k', KEY_MAX);
+	key[KEY_MAX] = '\0';
+	memset(id, 'i', REQID_MAX);
+	id[REQID_MAX] = '\0';
+	r = make(RECORD_DELTA, key, -LLONG_MAX, 'd', id, key);
+	snprintf(want, sizeof(want), "%s %+lld #d:%s:%s", key, -LLONG_MAX, id,
+		 key);
+	round_trip(&r, want);
 }
 END_TEST
 
@@ -201,6 +237,7 @@ static Suite *record_suite(void)
 	TCase *tc = tcase_create("record");
 
 	tcase_add_test(tc, every_kind_round_trips);
+	tcase_add_test(tc, encoding_matches_printf);
 	tcase_add_test(tc, damage_is_refused);
 	tcase_add_test(tc, malformed_lines_are_refused);
 	tcase_add_test(tc, plain_record_after_a_tagged_one_has_no_tag);
