@@ -84,13 +84,15 @@
  * events durable. By default the journal writes whole blocks with
  * O_DIRECT into zeros it wrote ahead, so that a batch costs one write
  * and one cache flush and no kernel worker thread; --journal-io
- * buffered goes through the page cache instead. One group holds one
- * event in flight (an account's events are serial), so a batch holds at
- * most one event per group: hence --groups defaults to 4096, far above
- * the library's CPU-based default. Since a batch is written only after
- * the previous one is durable, a crash can tear only the last batch,
- * whose events nobody has seen acknowledged: the file is always
- * acknowledged records, then maybe a torn batch, then maybe zeros.
+ * buffered goes through the page cache instead. A change is applied
+ * in memory as soon as its record is queued, and its message completes
+ * then, with its reply held until the record is durable
+ * (ledger_accounts.h): a group runs its next event at once, so one
+ * batch holds many events of one hot account. Since a batch is written
+ * only after the previous one is durable, a crash can tear only the
+ * last batch, whose events nobody has seen acknowledged: the file is
+ * always acknowledged records, then maybe a torn batch, then maybe
+ * zeros.
  *
  * Stopping. SIGTERM or SIGINT: stop accepting, let every connection
  * answer the requests it has read and close, let the dispatcher finish
