@@ -257,6 +257,8 @@ static void msg_init_key(struct account_msg *m, const char *key, size_t len,
 	m->msg.aggregate_id = m->key;
 	m->msg.user = user;
 	m->journal_failed = false;
+	m->awaiting = false; /* a message discarded unrun is passed on */
+	m->completed = NULL;
 	m->reqid[0] = '\0';
 	m->xfer = NULL;
 }
