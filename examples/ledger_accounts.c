@@ -426,21 +426,21 @@ static void count_one(atomic_ullong *c)
 /*
  * Makes the account what the steps left, once its record is queued in
  * journal batch `batch`: readers of the account wait for that batch
- * (await_state).
+ * (await_state). `a`: the account as run_steps found it, or NULL.
  */
-static void apply_after(struct account_msg *m, uint64_t batch)
+static void apply_after(struct account_msg *m, struct account *a,
+			uint64_t batch)
 {
 	struct accounts *as = m->bank->accounts;
 	struct table *t = &as->tables[m->group];
-
-	struct account *a;
 
 	if (!m->after_exists) {
 		table_remove(as, t, m->key);
 		t->closed_batch = batch;
 		return;
 	}
-	a = table_get(as, t, m->key);
+	if (!a) /* a new account */
+		a = table_get(as, t, m->key);
 	a->balance = m->after_balance;
 	a->batch = batch;
 	if (m->reqid[0])
@@ -645,7 +645,7 @@ static int run_steps(agr_exchange *ex, void *arg)
 	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
 	unsigned wi = (unsigned)agr_worker_index(agr_exchange_worker(ex));
 	struct bank_worker *bw = &b->workers[wi];
-	const struct account *a;
+	struct account *a;
 	const struct table *t;
 	char rec[RECORD_MAX];
 	size_t len;
@@ -677,7 +677,7 @@ static int run_steps(agr_exchange *ex, void *arg)
 		return ret;
 	}
 	m->journaled = true;
-	apply_after(m, journal_batch_id(&bw->journal));
+	apply_after(m, a, journal_batch_id(&bw->journal));
 	return wait_for_journal(m);
 }
 
