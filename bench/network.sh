@@ -352,8 +352,8 @@ echo "network: INCRBY: redis-benchmark -c $clients -r $keys, $n_p1" \
 	"$echo_size-byte messages, $echo_seconds s; $runs runs, servers" \
 	"alternating"
 echo "network: ledger_server replies only once the event is durable" \
-	"(post_entry -> journal_append; a write with RWF_DSYNC, or write +" \
-	"fdatasync, -> journal_synced -> entry_durable sets the reply);" \
+	"(run_steps -> journal_append; a write with RWF_DSYNC, or write +" \
+	"fdatasync, -> journal_synced -> entry_durable releases the reply);" \
 	"$(sed -n 's/^ledger_server: \(journal I\/O .*\)/\1/p' \
 		"$work/ledger_server.log")"
 echo "network: ledger_server_w1: $(sed -n \
