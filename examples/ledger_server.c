@@ -25,8 +25,9 @@
  * 127.0.0.1:PORT" before its "listening on" line) turns on the
  * dispatcher's latency metrics and serves them at GET /metrics in the
  * Prometheus text format: queue latency (send to handler start) apart
- * from processing latency (handler start to completion, which here
- * includes the wait for fdatasync), outcome counters and queue depth.
+ * from processing latency (handler start to completion: the wait for
+ * the durable write only for transfers, as other messages complete
+ * once their record is queued), outcome counters and queue depth.
  * The scrapes run on worker 0's ring like the acceptor: accept, recv,
  * send, one request per connection. --watchdog-ms N reports handlers
  * that hold their worker longer than N ms (none should: every wait is
