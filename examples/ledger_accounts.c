@@ -560,16 +560,17 @@ static size_t net_record(const struct account_msg *m, const struct account *a,
 			 char *rec)
 {
 	long long before = a ? a->balance : 0;
-	struct record r = { .kind = RECORD_DELTA,
-			    .delta = m->after_balance - before };
+	struct record r; /* not zeroed: record_encode reads only the strings */
 	bool tagged = m->reqid[0] && (m->steps[0].result == ACCOUNT_CHANGED ||
 				      m->steps[0].result == ACCOUNT_SET);
 
 	if (!m->after_exists && !a)
 		return 0;
-	if (!m->after_exists)
-		r.kind = RECORD_CLOSE;
-	else if (a && r.delta == 0 && !tagged)
+	r.kind = m->after_exists ? RECORD_DELTA : RECORD_CLOSE;
+	r.delta = m->after_balance - before;
+	r.reply = '\0';
+	r.reqid[0] = r.peer[0] = '\0';
+	if (m->after_exists && a && r.delta == 0 && !tagged)
 		return 0; /* a request id is journaled even so */
 	if (tagged) {
 		r.reply = m->steps[0].result == ACCOUNT_SET ? 's' : 'c';
