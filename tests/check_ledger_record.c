@@ -307,15 +307,21 @@ static bool bank_up(struct bank_rig *g)
 	return true;
 }
 
-/* Sends msgs[from, to) and waits for their completions. */
+/*
+ * Sends msgs[from, to) in one batch (they reach the group together,
+ * however loaded the machine) and waits for their completions.
+ */
 static void bank_send_wait(struct bank_rig *g, unsigned from, unsigned to)
 {
+	agr_message *batch[BANK_MSGS];
 	unsigned i;
 
 	tu_latch_init(&g->latch, (int)(to - from));
 	for (i = from; i < to; i++)
-		ck_assert_int_eq(agr_dispatcher_send(g->disp, &g->msgs[i].msg),
-				 0);
+		batch[i - from] = &g->msgs[i].msg;
+	ck_assert_int_eq(agr_dispatcher_send_batch(g->disp, batch, to - from,
+						   NULL),
+			 0);
 	ck_assert(tu_latch_wait(&g->latch, TU_LONG_NS));
 	tu_latch_destroy(&g->latch);
 	tu_assert_no_worker_failure();
