@@ -18,15 +18,16 @@
 #    port; every one driven by
 #      redis-benchmark -c 50 -r 10000 -n N [-P 16] --csv \
 #          INCRBY key:__rand_int__ 1
-#    without pipelining (variant P1) and with -P 16 (P16).
+#    without pipelining (variant P1) and with -P 16 (P16); and P16r1,
+#    -P 16 with -r 1: every INCRBY on one account (one hot key).
 #    Equal durability: ledger_server replies to an INCRBY only once its
-#    record is durable (examples/ledger_server.c: post_entry() queues
-#    the record with journal_append() and returns AGR_PENDING; the
-#    journal (examples/ledger_journal.c) writes the batch with
-#    RWF_DSYNC, or writes it and issues agr_io_fsync(AGR_IO_DATASYNC);
-#    only journal_synced() -> finish_batch() -> entry_durable() sets the
-#    reply and completes the message, and request_completed() then
-#    hands the reply to the connection). Redis with appendfsync always
+#    record is durable (examples/ledger_accounts.c: run_steps() queues
+#    the record with journal_append(), and bank_completed() holds the
+#    message's completion; the journal (examples/ledger_journal.c)
+#    writes the batch with RWF_DSYNC, or writes it and issues
+#    agr_io_fsync(AGR_IO_DATASYNC); only journal_synced() ->
+#    finish_batch() -> entry_durable() passes the completion on, and
+#    requests_completed() then hands the reply to the connection). Redis with appendfsync always
 #    writes and fdatasyncs the AOF in beforeSleep, before it writes any
 #    reply of that event loop turn. everysec is shown for orientation:
 #    it acknowledges before the data is durable.
@@ -235,12 +236,13 @@ stop() {
 	return $status
 }
 
-# incrby ENGINE PIPELINE N: one redis-benchmark run; prints "rps p50 p99".
+# incrby ENGINE PIPELINE N [KEYS]: one redis-benchmark run; prints
+# "rps p50 p99".
 incrby() {
 	local out=$work/bench.out line
 	# --csv: "test","rps","avg","min","p50","p95","p99","max" (ms)
 	if ! redis-benchmark -h 127.0.0.1 -p "${ports[$1]}" -c "$clients" \
-		-n "$3" -r "$keys" -P "$2" --csv INCRBY key:__rand_int__ 1 \
+		-n "$3" -r "${4:-$keys}" -P "$2" --csv INCRBY key:__rand_int__ 1 \
 		>"$out" 2>&1; then
 		cat "$out" >&2
 		fail "redis-benchmark against $1"
@@ -350,8 +352,8 @@ echo "network: INCRBY: redis-benchmark -c $clients -r $keys, $n_p1" \
 	"$echo_size-byte messages, $echo_seconds s; $runs runs, servers" \
 	"alternating"
 echo "network: ledger_server replies only once the event is durable" \
-	"(post_entry -> journal_append; a write with RWF_DSYNC, or write +" \
-	"fdatasync, -> journal_synced -> entry_durable sets the reply);" \
+	"(run_steps -> journal_append; a write with RWF_DSYNC, or write +" \
+	"fdatasync, -> journal_synced -> entry_durable releases the reply);" \
 	"$(sed -n 's/^ledger_server: \(journal I\/O .*\)/\1/p' \
 		"$work/ledger_server.log")"
 echo "network: ledger_server_w1: $(sed -n \
@@ -379,11 +381,15 @@ nincr=${#incr_engines[@]}
 necho=${#echo_engines[@]}
 for ((r = 0; r < runs; r++)); do
 	# Rotate who goes first, so that no server always follows another.
-	for variant in P1 P16; do
-		if [ $variant = P1 ]; then p=1 n=$n_p1; else p=16 n=$n_p16; fi
+	for variant in P1 P16 P16r1; do
+		case $variant in
+		P1) p=1 n=$n_p1 nk=$keys ;;
+		P16) p=16 n=$n_p16 nk=$keys ;;
+		P16r1) p=16 n=$n_p16 nk=1 ;;
+		esac
 		for ((k = 0; k < nincr; k++)); do
 			e=${incr_engines[(k + r) % nincr]}
-			incrby "$e" "$p" "$n" >>"$work/res/$variant.$e"
+			incrby "$e" "$p" "$n" "$nk" >>"$work/res/$variant.$e"
 			[ -n "${sent[$e]:-}" ] &&
 				sent[$e]=$((sent[$e] + (n + p - 1) / p * p))
 		done
@@ -449,6 +455,8 @@ header "INCRBY, no pipelining (P1), $clients clients:"
 for e in "${incr_engines[@]}"; do report P1 "$e"; done
 header "INCRBY, -P 16 (P16), $clients clients:"
 for e in "${incr_engines[@]}"; do report P16 "$e"; done
+header "INCRBY, -P 16 -r 1 (P16r1, one account), $clients clients:"
+for e in "${incr_engines[@]}"; do report P16r1 "$e"; done
 header "echo, $echo_conns connections, $echo_size-byte messages (echo64):"
 for e in "${echo_engines[@]}"; do report echo64 "$e"; done
 
@@ -461,7 +469,7 @@ ratio() {
 
 echo "ratios (medians; targets: INCRBY req/s >= 1.0 and p99 ratio <= 1.0" \
 	"vs redis_always; echo req/s >= 1.0 vs uv_echo):"
-for v in P1 P16; do
+for v in P1 P16 P16r1; do
 	for e in "${ledgers[@]}"; do
 		[ "$e" = ledger_server_w1_pin ] && continue
 		echo "  $v: $e / redis_always: req/s" \

@@ -6,9 +6,32 @@
  *
  * Each account is an aggregate, routed by name to a group; a group
  * reads and writes only its own table of balances, serially, so no lock
- * is needed. A deposit or a withdrawal is journaled (ledger_journal.h)
- * in the journal of the group's worker and applied only once it is
- * durable: nothing unjournaled is ever visible.
+ * is needed.
+ *
+ * Durability. A change is journaled (ledger_journal.h) in the journal
+ * of the group's worker as one record and applied in memory at once;
+ * the message completes then, so that the group runs the account's next
+ * message without waiting for the disk, and many changes of one hot
+ * account share one durable write (group commit). No reply says more
+ * than the disk holds:
+ * - the reply of a change goes out only once its record is durable
+ *   (bank_completed holds it until then); batches become durable in
+ *   order, so the records before it are too;
+ * - a message that journals nothing (GET, EXISTS, a refusal, a retry
+ *   answered again) waits likewise for the batch of the account's last
+ *   change (or of its group's last close, for an account not there);
+ * - if a batch fails, the journal fails for good: every reply waiting
+ *   on it or later says so, no change is accepted any more, and every
+ *   message on an account that batch or a later one touched fails too
+ *   (it would wait for a batch that never becomes durable). The memory
+ *   keeps those changes, but no acknowledged reply ever shows them: a
+ *   restart replays only what is durable. (Rolling them back instead
+ *   would need an undo per change; refusing is simpler, and a failed
+ *   journal stops the service anyway.)
+ * DBSIZE and INFO count accounts in memory, so they may include one
+ * whose creation is not durable yet.
+ * Transfers' messages are the exception: each holds its group until
+ * its record is durable, because its handler sends the saga's next step.
  *
  * Request ids. A change may carry a request id (a client's name for the
  * request, ledger_record.h). The id is journaled with the change, and
@@ -163,6 +186,7 @@ enum txn_outcome {
  * fields are the bank's while the message runs.
  */
 struct transfer;
+struct bank_completion;
 
 struct account_msg {
 	agr_message msg; /* aggregate_id: key; type: op's; user: sender's */
@@ -183,8 +207,14 @@ struct account_msg {
 	bool after_exists;	 /* the account after the steps */
 	long long after_balance;
 	struct bank *bank;
-	agr_exchange *ex;
+	agr_exchange *ex; /* a transfer's, until it completes */
 	int group;
+	unsigned worker;
+	bool journaled;	  /* a record of it is in the journal */
+	bool answered;	  /* a retry, answered with the first reply */
+	bool awaiting;	  /* its reply waits for the journal */
+	const struct bank_completion *completed; /* while awaiting */
+	int completed_status;
 	struct commit_wait wait;
 	char key[KEY_MAX + 1];
 	char reqid[REQID_MAX + 1]; /* "" or the request id */
@@ -320,6 +350,19 @@ enum crash_point {
 	CRASH_AFTER_REFUSAL, /* the credit refused, its refund not sent */
 };
 void bank_set_crash(struct bank *b, enum crash_point at);
+
+/*
+ * The dispatcher's completion callback (agr_dispatcher_options
+ * on_complete, with complete_arg a struct bank_completion that lives as
+ * long as the dispatcher): forwards each completion to c->fn, but that
+ * of a message whose reply waits for the journal only once it is
+ * durable or failed (m->journal_failed), on the journal's worker.
+ */
+struct bank_completion {
+	agr_complete_fn fn;
+	void *arg;
+};
+void bank_completed(agr_message *msg, int status, void *arg);
 
 /* Closes the journals, frees the accounts; the workers have ended. */
 void bank_free(struct bank *b);

@@ -219,6 +219,7 @@ static int start_batch(struct journal *j)
 	j->flushing = j->filling;
 	j->filling = j->filling == &j->batches[0] ? &j->batches[1] :
 						    &j->batches[0];
+	j->filling->id = j->flushing->id + 1;
 	j->written = 0;
 	if (j->direct && (ret = stage_batch(j)) < 0)
 		return ret;
@@ -416,10 +417,33 @@ static void journal_synced(int res, void *arg)
 	if (j->direct)
 		keep_tail(j);
 	j->offset += j->flushing->len;
+	j->durable_id = j->flushing->id; /* before its waiters are told */
 	j->bytes += j->flushing->len;
 	j->events += j->flushing->count;
 	j->syncs++;
 	finish_batch(j, 0);
+}
+
+static void batch_add_waiter(struct journal_batch *b, struct commit_wait *w)
+{
+	w->next = NULL;
+	*b->tail = w;
+	b->tail = &w->next;
+}
+
+int journal_wait(struct journal *j, uint64_t id, struct commit_wait *w)
+{
+	if (id <= j->durable_id)
+		return 1;
+	if (j->error)
+		return j->error;
+	if (id == j->filling->id && j->filling->count > 0)
+		batch_add_waiter(j->filling, w);
+	else if (j->flushing && id <= j->flushing->id)
+		batch_add_waiter(j->flushing, w);
+	else
+		return 1; /* not a batch that holds records: nothing to wait */
+	return 0;
 }
 
 int journal_append(struct journal *j, const char *rec, size_t len,
@@ -443,9 +467,7 @@ int journal_append(struct journal *j, const char *rec, size_t len,
 	}
 	memcpy(b->data + b->len, rec, len);
 	b->len += len;
-	w->next = NULL;
-	*b->tail = w;
-	b->tail = &w->next;
+	batch_add_waiter(b, w);
 	b->count++;
 	journal_schedule(j);
 	return 0;
@@ -531,6 +553,7 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
 	batch_reset(&j->batches[0]);
 	batch_reset(&j->batches[1]);
 	j->filling = &j->batches[0];
+	j->filling->id = 1;
 	ret = io == JOURNAL_IO_DIRECT ? open_direct(j, path) : -EINVAL;
 	if (ret == -EINVAL) { /* buffered asked for, or no O_DIRECT here */
 		free_direct(j);

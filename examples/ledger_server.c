@@ -25,8 +25,9 @@
  * 127.0.0.1:PORT" before its "listening on" line) turns on the
  * dispatcher's latency metrics and serves them at GET /metrics in the
  * Prometheus text format: queue latency (send to handler start) apart
- * from processing latency (handler start to completion, which here
- * includes the wait for fdatasync), outcome counters and queue depth.
+ * from processing latency (handler start to completion: the wait for
+ * the durable write only for transfers, as other messages complete
+ * once their record is queued), outcome counters and queue depth.
  * The scrapes run on worker 0's ring like the acceptor: accept, recv,
  * send, one request per connection. --watchdog-ms N reports handlers
  * that hold their worker longer than N ms (none should: every wait is
@@ -84,13 +85,15 @@
  * events durable. By default the journal writes whole blocks with
  * O_DIRECT into zeros it wrote ahead, so that a batch costs one write
  * and one cache flush and no kernel worker thread; --journal-io
- * buffered goes through the page cache instead. One group holds one
- * event in flight (an account's events are serial), so a batch holds at
- * most one event per group: hence --groups defaults to 4096, far above
- * the library's CPU-based default. Since a batch is written only after
- * the previous one is durable, a crash can tear only the last batch,
- * whose events nobody has seen acknowledged: the file is always
- * acknowledged records, then maybe a torn batch, then maybe zeros.
+ * buffered goes through the page cache instead. A change is applied
+ * in memory as soon as its record is queued, and its message completes
+ * then, with its reply held until the record is durable
+ * (ledger_accounts.h): a group runs its next event at once, so one
+ * batch holds many events of one hot account. Since a batch is written
+ * only after the previous one is durable, a crash can tear only the
+ * last batch, whose events nobody has seen acknowledged: the file is
+ * always acknowledged records, then maybe a torn batch, then maybe
+ * zeros.
  *
  * Stopping. SIGTERM or SIGINT: stop accepting, let every connection
  * answer the requests it has read and close, let the dispatcher finish
@@ -176,6 +179,7 @@ struct server {
 	struct front *front;	      /* the RESP connections */
 	struct http_metrics *metrics; /* GET /metrics, with --metrics-port */
 	struct bank *bank;	      /* the accounts and the journals */
+	struct bank_completion replies; /* completions, past the bank */
 	struct replay_result replayed;
 	unsigned journals_direct; /* journals that could use O_DIRECT */
 	struct command_server cmd; /* what the commands see of us */
@@ -239,8 +243,8 @@ static void start_dispatcher(struct server *srv)
 		.named_aggregate = { "bank", "Account" },
 		.parallelism = srv->cfg.groups,
 		.owns_supplier = true,
-		.on_complete = front_completed,
-		.complete_arg = srv->front,
+		.on_complete = bank_completed, /* then front_completed */
+		.complete_arg = &srv->replies,
 		.group_key = bank_group_key, /* SCAN names its group */
 		/*
 		 * Only when asked: two clock reads and a shared depth count
@@ -251,6 +255,7 @@ static void start_dispatcher(struct server *srv)
 	};
 	int ret;
 
+	srv->replies = (struct bank_completion){ front_completed, srv->front };
 	ret = agr_supplier_new("ledger", srv->cfg.workers, &sup);
 	if (ret)
 		die("agr_supplier_new: %s", agr_strerror(ret));
@@ -609,10 +614,10 @@ static void parse_options(int argc, char **argv, struct config *c)
 	int ch;
 
 	/*
-	 * Groups: an account's events are serial, so one fdatasync can make
-	 * at most one event per busy group durable. Accounts are many and
-	 * each waits milliseconds for its fdatasync, hence many more groups
-	 * than the library's CPU-based default.
+	 * Groups: a group runs one account's events back to back without
+	 * waiting for the disk (only transfers hold their group until
+	 * durable), so many groups are not needed for group commit any
+	 * more; 4096 stays the default, which spreads transfers' waits.
 	 */
 	*c = (struct config){ .port = 6380, .dir = "ledger-data",
 			      .groups = 4096, .shutdown_timeout = 10.0,
