@@ -497,6 +497,65 @@ START_TEST(one_accounts_changes_share_durable_writes)
 }
 END_TEST
 
+/*
+ * A string, a transaction with a request id and their retries on one
+ * account, sent at once: each applied before the next runs (the GET
+ * sees the string, each retry finds its first run, not yet durable)
+ * and answered only once durable; retries journal nothing.
+ */
+START_TEST(strings_and_retries_in_one_batch)
+{
+	struct account_step txn[2][3];
+	struct bank_rig g;
+	unsigned i, k;
+
+	if (!bank_up(&g))
+		return;
+	for (i = 0; i < 2; i++) {
+		account_msg_init(&g.msgs[i], OP_SET, "hot", 3, 0, NULL);
+		account_step_set_str(&g.msgs[i].one, "abc", 3);
+		account_msg_set_reqid(&g.msgs[i], "set-1", 5);
+	}
+	account_msg_init(&g.msgs[2], OP_GET, "hot", 3, 0, NULL);
+	for (i = 0; i < 2; i++) {
+		txn[i][0] = (struct account_step){ .op = OP_SET, .amount = 5 };
+		txn[i][1] = (struct account_step){ .op = OP_DEPOSIT,
+						   .amount = 3 };
+		txn[i][2] = (struct account_step){ .op = OP_GET };
+		account_msg_init_steps(&g.msgs[3 + i], "hot", 3, txn[i], 3,
+				       NULL);
+		account_msg_set_reqid(&g.msgs[3 + i], "txn-1", 5);
+	}
+	account_msg_init(&g.msgs[5], OP_STRLEN, "hot", 3, 0, NULL);
+	bank_send_wait(&g, 0, 6);
+	for (i = 0; i < 6; i++) {
+		ck_assert_uint_eq(g.order[i], i);
+		ck_assert(!g.msgs[i].journal_failed);
+		ck_assert_uint_ge(g.events_at[i], i < 3 ? 1 : 2);
+	}
+	ck_assert_int_eq(g.msgs[1].one.result, ACCOUNT_SET);
+	ck_assert_int_eq(g.msgs[2].one.result, ACCOUNT_FOUND);
+	ck_assert_uint_eq(g.msgs[2].one.str_len, 3);
+	ck_assert_int_eq(memcmp(g.msgs[2].one.str, "abc", 3), 0);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(g.msgs[3 + i].txn_outcome, TXN_RAN);
+		ck_assert_int_eq(txn[i][0].result, ACCOUNT_SET);
+		ck_assert_int_eq(txn[i][1].result, ACCOUNT_CHANGED);
+		ck_assert_int_eq(txn[i][1].balance, 8);
+		ck_assert_int_eq(txn[i][2].result, ACCOUNT_FOUND);
+		ck_assert_int_eq(txn[i][2].balance, 8);
+		ck_assert_ptr_null(txn[i][2].str);
+	}
+	ck_assert_int_eq(g.msgs[5].one.balance, 1); /* "8" */
+	ck_assert_uint_eq(bank_journal(g.bank, 0)->events, 2);
+	for (i = 0; i < 6; i++)
+		account_steps_free(&g.msgs[i].one, 1);
+	for (k = 0; k < 2; k++)
+		account_steps_free(txn[k], 3);
+	bank_down(&g);
+}
+END_TEST
+
 #ifdef AGR_FAULT_INJECTION
 /*
  * A deposit whose write fails: it fails, and so do a GET of that
@@ -551,6 +610,7 @@ static Suite *record_suite(void)
 	tc = tcase_create("bank");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_accounts_changes_share_durable_writes);
+	tcase_add_test(tc, strings_and_retries_in_one_batch);
 #ifdef AGR_FAULT_INJECTION
 	tcase_add_test(tc, a_failed_write_shows_nothing_it_held);
 #endif
