@@ -51,6 +51,21 @@ struct front;
 struct front_stats {
 	uint64_t connected, rejected; /* open now; over --maxclients */
 	uint64_t connections, commands, protocol_errors;
+	/* --recv multishot: ends for want of a buffer; other re-arms */
+	uint64_t recv_enobufs, recv_rearms;
+};
+
+/* How connections receive (--recv). */
+enum front_recv {
+	FRONT_RECV_MULTISHOT, /* one multishot recv into a provided buffer
+			       * ring per worker; sockets as fixed files */
+	FRONT_RECV_SINGLE,    /* a recv into the connection's buffer,
+			       * armed again after each completion */
+};
+
+struct front_options {
+	enum front_recv recv;
+	unsigned recv_buffers; /* per worker, a power of two (multishot) */
 };
 
 /*
@@ -58,7 +73,23 @@ struct front_stats {
  * `srv` (the limits, the password) must outlive the front.
  */
 struct front *front_new(struct drain *drain,
-			const struct command_server *srv);
+			const struct command_server *srv,
+			const struct front_options *opts);
+
+/*
+ * The front's per-worker state for `nworkers` workers: before the
+ * workers start, so that front_worker_init() finds it.
+ */
+void front_prepare(struct front *f, unsigned nworkers);
+
+/*
+ * The worker init and exit hooks' part (agr_supplier_options): with
+ * --recv multishot, the worker's provided buffer ring and fixed file
+ * table. Where the kernel has neither, its connections use single
+ * recvs and plain fds (logged). Returns 0.
+ */
+int front_worker_init(struct front *f, agr_worker *w);
+void front_worker_exit(struct front *f, agr_worker *w);
 
 /*
  * The dispatcher's completion callback (agr_dispatcher_options'

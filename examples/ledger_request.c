@@ -11,12 +11,16 @@
 #include "ledger_request.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ledger_accounts.h"
 #include "resp.h"
 #include "util.h"
+
+/* Pooled per worker beyond this are freed: a burst does not stay. */
+#define REQUEST_POOL_MAX 4096
 
 /*
  * A request of a connection. Lives from parsing until its reply has
@@ -39,8 +43,49 @@ struct request {
 	struct account_step *steps; /* EXEC: the transaction's commands */
 	struct transfer *xfer;	    /* TRANSFER */
 	struct account_msg am; /* msg.user = this */
-	char reply[REPLY_MAX];
+	char reply[REPLY_MAX]; /* not cleared on reuse: reply_len says */
 };
+
+/*
+ * A cleared request, from the pool if it has one. Only the fields
+ * before reply[] are cleared: the reply is written before it is read.
+ */
+static struct request *request_alloc(struct request_pool *pool)
+{
+	struct request *rq = pool->free;
+
+	if (!rq)
+		return xcalloc(1, sizeof(*rq));
+	pool->free = rq->next;
+	pool->count--;
+	memset(rq, 0, offsetof(struct request, reply));
+	return rq;
+}
+
+static void request_release(struct request_pool *pool, struct request *rq)
+{
+	free(rq->big);
+	free(rq->steps);
+	free(rq->xfer);
+	if (pool->count >= REQUEST_POOL_MAX) {
+		free(rq);
+		return;
+	}
+	rq->next = pool->free;
+	pool->free = rq;
+	pool->count++;
+}
+
+void request_pool_clear(struct request_pool *pool)
+{
+	struct request *rq;
+
+	while ((rq = pool->free) != NULL) {
+		pool->free = rq->next;
+		free(rq);
+	}
+	pool->count = 0;
+}
 
 static void request_enqueue(const struct request_ctx *x, struct request *rq)
 {
@@ -64,7 +109,7 @@ void requests_reply(const struct request_ctx *x, const char *p, size_t n)
 		buf_append(x->out, p, n);
 		return;
 	}
-	rq = xcalloc(1, sizeof(*rq));
+	rq = request_alloc(x->queue->pool);
 	if (n > REPLY_MAX) {
 		rq->big = xrealloc(NULL, n);
 		memcpy(rq->big, p, n);
@@ -166,7 +211,7 @@ static void request_send(const struct request_ctx *x, struct request *rq)
 
 static struct request *request_new(const struct request_ctx *x)
 {
-	struct request *rq = xcalloc(1, sizeof(*rq));
+	struct request *rq = request_alloc(x->queue->pool);
 
 	rq->conn_worker = x->worker;
 	return rq;
@@ -297,9 +342,6 @@ void requests_collect(struct request_queue *q, struct buf *out, bool drop)
 		if (!drop)
 			buf_append(out, rq->big ? rq->big : rq->reply,
 				   rq->reply_len);
-		free(rq->big);
-		free(rq->steps);
-		free(rq->xfer);
-		free(rq);
+		request_release(q->pool, rq);
 	}
 }

@@ -21,11 +21,33 @@
 struct conn;
 struct request;
 
+/*
+ * Freed requests kept for reuse: one per worker, shared by that
+ * worker's connections, touched only on that worker (requests are made
+ * and freed on their connection's worker), so a request costs no
+ * malloc or free once the pool has grown to the worker's load.
+ */
+struct request_pool {
+	struct request *free;
+	unsigned count; /* in `free`; at most REQUEST_POOL_MAX */
+};
+
+/* Frees the pooled requests (the worker has ended). */
+void request_pool_clear(struct request_pool *pool);
+
 /* A connection's requests, oldest first. Its own: see below. */
 struct request_queue {
 	struct request *head, *tail;
 	unsigned pending; /* requests in the queue */
+	struct request_pool *pool; /* its worker's */
 };
+
+/* An empty queue whose requests come from, and go back to, `pool`. */
+static inline void requests_init(struct request_queue *q,
+				 struct request_pool *pool)
+{
+	*q = (struct request_queue){ .pool = pool };
+}
 
 /* Requests in the queue (its owner reads it through this). */
 static inline unsigned requests_pending(const struct request_queue *q)
