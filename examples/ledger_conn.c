@@ -61,6 +61,7 @@ struct front {
 	struct front_options opts;
 	unsigned nworkers;
 	struct front_worker *workers; /* [nworkers] */
+	struct request_inbox *inboxes; /* [nworkers]: replies from others */
 	struct acceptor *acceptor;
 	struct drain *drain;
 	atomic_bool stopping;
@@ -182,8 +183,8 @@ void front_completed(agr_message *msg, int status, void *arg)
 	struct front *f = arg;
 	struct request *rq = requests_completed(msg, status);
 
-	if (rq) /* f->sched is set once a request can exist */
-		requests_route(rq, f->sched);
+	if (rq) /* f->inboxes is set once a request can exist */
+		requests_route(rq, f->inboxes);
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)
@@ -814,6 +815,7 @@ void front_start(struct front *f, agr_dispatcher *disp, int port,
 	f->sched = agr_dispatcher_scheduler(disp);
 	if (!f->workers)
 		front_prepare(f, (unsigned)agr_scheduler_parallelism(f->sched));
+	f->inboxes = request_inboxes_new(f->sched, f->nworkers);
 	fd = net_listen(port, bound);
 	ret = acceptor_start(f->sched, 0, fd, front_take, f, f->drain,
 			     &f->acceptor);
@@ -870,5 +872,6 @@ void front_free(struct front *f)
 		free(f->workers[i].free_slots);
 	}
 	free(f->workers);
+	free(f->inboxes);
 	free(f);
 }

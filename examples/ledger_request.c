@@ -11,6 +11,7 @@
 #include "ledger_request.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 struct request {
 	struct conn *conn;
 	struct request *next; /* the connection's queue, arrival order */
+	struct request *next_ready; /* an inbox (request_inbox) */
 	bool ready;	      /* reply[] (or big) is final */
 	bool counts;	      /* a child of `parent` that counts 1 */
 	bool refused;	      /* a parent: the dispatcher refused a child */
@@ -177,19 +179,69 @@ struct request *requests_completed(agr_message *msg, int status)
 	return rq;
 }
 
-void requests_route(struct request *rq, agr_scheduler *sched)
+struct request_inbox *request_inboxes_new(agr_scheduler *sched, unsigned n)
 {
-	agr_worker *w = agr_worker_current();
+	struct request_inbox *in =
+		aligned_alloc(_Alignof(struct request_inbox), n * sizeof(*in));
+	unsigned i;
+
+	if (!in)
+		die("out of memory");
+	for (i = 0; i < n; i++) {
+		atomic_init(&in[i].head, NULL);
+		in[i].sched = sched;
+		in[i].worker = i;
+	}
+	return in;
+}
+
+/* On the inbox's worker: every reply pushed so far, in any order. */
+static void inbox_drain(void *arg)
+{
+	struct request_inbox *in = arg;
+	struct request *rq = atomic_exchange_explicit(&in->head, NULL,
+						      memory_order_acquire);
+	struct request *next;
+
+	for (; rq; rq = next) {
+		next = rq->next_ready;
+		request_ready(rq);
+	}
+}
+
+/*
+ * Pushes rq; the push that finds the inbox empty schedules the drain,
+ * which will see every later push until it empties the inbox again.
+ */
+static void inbox_push(struct request_inbox *in, struct request *rq)
+{
+	struct request *head = atomic_load_explicit(&in->head,
+						    memory_order_relaxed);
 	int ret;
 
-	if (w && agr_worker_scheduler(w) == sched &&
+	do
+		rq->next_ready = head;
+	while (!atomic_compare_exchange_weak_explicit(&in->head, &head, rq,
+						      memory_order_release,
+						      memory_order_relaxed));
+	if (head)
+		return;
+	ret = agr_scheduler_schedule(in->sched, in->worker, inbox_drain, in);
+	if (ret < 0) /* only after a forced stop: the connection is gone */
+		warnf("replies lost: %s", strerror(-ret));
+}
+
+void requests_route(struct request *rq, struct request_inbox *inboxes)
+{
+	struct request_inbox *in = &inboxes[rq->conn_worker];
+	agr_worker *w = agr_worker_current();
+
+	if (w && agr_worker_scheduler(w) == in->sched &&
 	    (unsigned)agr_worker_index(w) == rq->conn_worker) {
 		request_ready(rq);
 		return;
 	}
-	ret = agr_scheduler_schedule(sched, rq->conn_worker, request_ready, rq);
-	if (ret < 0) /* only after a forced stop: the connection is gone */
-		warnf("reply lost: %s", strerror(-ret));
+	inbox_push(in, rq);
 }
 
 /* Sends rq's message to the accounts, or answers at once if refused. */
