@@ -189,6 +189,7 @@ declare -A ports=()
 start_ours() {
 	local name=$1 log=$2
 	shift 2
+	: >"$log" # wait_ready may look before the server has opened it
 	"$@" >"$log" 2>&1 &
 	pids[$name]=$!
 	if ! wait_ready "$name" "$log" 'listening on 127\.0\.0\.1:'; then
