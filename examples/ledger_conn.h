@@ -11,6 +11,19 @@
  * may be another one; its reply travels back to the connection's worker
  * with agr_scheduler_schedule().
  *
+ * Receiving (--recv). multishot: a connection keeps one multishot recv
+ * armed into its worker's provided buffer ring, its socket in the
+ * worker's fixed file table (both made by front_worker_init(), in the
+ * worker init hook). Requests are parsed where they arrived, and each
+ * buffer goes back to the kernel before the callback returns; only
+ * what is left (a request cut at the buffer's end, or requests waiting
+ * for room) is copied to the connection's input buffer. The kernel
+ * ends a multishot when the ring is empty (-ENOBUFS: counted) or when
+ * it likes; either way it is armed again at once. With PENDING_MAX
+ * requests in flight the connection ends its multishot and arms it
+ * again when there is room, so that the client waits in TCP's flow
+ * control. single: one recv into the input buffer per completion.
+ *
  * Reply order. Requests of one connection may finish out of order (they
  * go to different groups); each connection keeps its requests in a
  * queue in arrival order and sends a reply only when every earlier one
