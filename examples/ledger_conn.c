@@ -51,7 +51,7 @@ struct front_worker {
 	bool files;	    /* a fixed file table is registered */
 	/* Written by this worker only; INFO reads them anywhere. */
 	atomic_ullong commands, protocol_errors, connections;
-	atomic_ullong recv_enobufs, recv_rearms;
+	atomic_ullong recv_enobufs, recv_rearms, recv_pauses;
 };
 
 struct front {
@@ -413,8 +413,10 @@ static void conn_arm_recv(struct conn *c)
 
 	if (c->recv_armed) {
 		if (!want && c->multishot && !c->closing && !c->recv_paused &&
-		    agr_io_cancel_op(w, c->recv_id) == 0)
+		    agr_io_cancel_op(w, c->recv_id) == 0) {
 			c->recv_paused = true;
+			count_one(&c->wc->recv_pauses);
+		}
 		return;
 	}
 	if (!want)
@@ -857,6 +859,8 @@ void front_get_stats(const struct front *f, struct front_stats *st)
 			&w->recv_enobufs, memory_order_relaxed);
 		st->recv_rearms += atomic_load_explicit(
 			&w->recv_rearms, memory_order_relaxed);
+		st->recv_pauses += atomic_load_explicit(
+			&w->recv_pauses, memory_order_relaxed);
 	}
 }
 

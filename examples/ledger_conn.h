@@ -64,8 +64,11 @@ struct front;
 struct front_stats {
 	uint64_t connected, rejected; /* open now; over --maxclients */
 	uint64_t connections, commands, protocol_errors;
-	/* --recv multishot: ends for want of a buffer; other re-arms */
-	uint64_t recv_enobufs, recv_rearms;
+	/*
+	 * --recv multishot: ends for want of a buffer; the kernel's other
+	 * ends; pauses for want of room (PENDING_MAX). Each is re-armed.
+	 */
+	uint64_t recv_enobufs, recv_rearms, recv_pauses;
 };
 
 /* How connections receive (--recv). */

@@ -511,8 +511,10 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 	       journals_ok(srv) ? "" : "; JOURNAL FAILED");
 	if (srv->cfg.front.recv == FRONT_RECV_MULTISHOT)
 		printf("ledger_server: multishot recvs re-armed %" PRIu64
-		       " times, %" PRIu64 " of them after ENOBUFS\n",
-		       st.recv_rearms + st.recv_enobufs, st.recv_enobufs);
+		       " times, %" PRIu64 " of them after ENOBUFS, %" PRIu64
+		       " after a pause for room\n",
+		       st.recv_rearms + st.recv_enobufs + st.recv_pauses,
+		       st.recv_enobufs, st.recv_pauses);
 	fflush(stdout);
 }
 
