@@ -10,14 +10,23 @@
 #include <unistd.h>
 #include <string.h>
 
+#include "resp.h"
 #include "util.h"
 
 /* ---- balances ---- */
 
+static char *dup_str(const char *s)
+{
+	size_t n = strlen(s) + 1;
+
+	return memcpy(xrealloc(NULL, n), s, n);
+}
+
 /* The request ids of an account's last changes, and their replies. */
 struct reqid_entry {
-	long long balance; /* reply 'c': the balance after the change */
-	char reply;	   /* 'c' or 's' (OK), as in ledger_record.h */
+	long long balance; /* reply 'c', 'd', 'r': the balance after it */
+	char reply;	   /* 'c', 's' (OK), 'x', 'd', 'r' (ledger_record.h) */
+	char *results;	   /* 'x': the transaction's results, encoded */
 	char id[REQID_MAX + 1];
 };
 
@@ -29,23 +38,30 @@ struct reqids {
 struct account {
 	long long balance;
 	uint64_t hash;
+	uint64_t seq;	    /* its table's seq at its last change (WATCH) */
 	struct reqids *ids; /* NULL until a change carries a request id */
+	char *str;	    /* a string's value (xmalloc), or NULL */
+	unsigned str_len;
 	char key[];
 };
 
+/* The newest entry of id: a refund comes after its transfer's debit. */
 static const struct reqid_entry *reqid_find(const struct account *a,
 					    const char *id)
 {
-	unsigned i;
+	unsigned i, k;
 
-	for (i = 0; a && a->ids && i < REQID_WINDOW; i++)
-		if (strcmp(a->ids->e[i].id, id) == 0)
-			return &a->ids->e[i];
+	for (i = 1; a && a->ids && i <= REQID_WINDOW; i++) {
+		k = (a->ids->next + REQID_WINDOW - i) % REQID_WINDOW;
+		if (strcmp(a->ids->e[k].id, id) == 0)
+			return &a->ids->e[k];
+	}
 	return NULL;
 }
 
+/* Remembers id; takes `results` ('x', xmalloc'd; else NULL). */
 static void reqid_remember(struct account *a, const char *id, char reply,
-			   long long balance)
+			   long long balance, char *results)
 {
 	struct reqid_entry *e;
 
@@ -55,13 +71,41 @@ static void reqid_remember(struct account *a, const char *id, char reply,
 	a->ids->next = (a->ids->next + 1) % REQID_WINDOW;
 	e->balance = balance;
 	e->reply = reply;
+	free(e->results);
+	e->results = results;
 	snprintf(e->id, sizeof(e->id), "%s", id);
+}
+
+static void reqids_free(struct reqids *ids)
+{
+	unsigned i;
+
+	for (i = 0; ids && i < REQID_WINDOW; i++)
+		free(ids->e[i].results);
+	free(ids);
+}
+
+/* The key holds a copy of [p, p + len), or a balance when p is NULL. */
+static void account_set_str(struct account *a, const char *p, unsigned len)
+{
+	char *copy = NULL;
+
+	if (p) { /* copied first: p may be a->str itself */
+		copy = xrealloc(NULL, (size_t)len + 1);
+		memcpy(copy, p, len);
+		copy[len] = '\0';
+	}
+	free(a->str);
+	a->str = copy;
+	a->str_len = p ? len : 0;
 }
 
 static void account_free(struct account *a)
 {
-	if (a)
-		free(a->ids);
+	if (a) {
+		reqids_free(a->ids);
+		free(a->str);
+	}
 	free(a);
 }
 
@@ -70,6 +114,8 @@ struct table {
 	struct account **slots;
 	size_t mask; /* slots - 1; slots is a power of two */
 	size_t count;
+	uint64_t seq;	      /* changes applied, for WATCH */
+	uint64_t removed_seq; /* seq at the last removal */
 };
 
 struct accounts {
@@ -157,6 +203,7 @@ static void table_remove(struct accounts *as, struct table *t,
 	hole = table_slot(t->slots, t->mask, key, key_hash(key));
 	if (!*hole)
 		return;
+	t->removed_seq = ++t->seq;
 	account_free(*hole);
 	*hole = NULL;
 	t->count--;
@@ -202,6 +249,18 @@ void accounts_free(struct accounts *a)
 	free(a);
 }
 
+/*
+ * Whether a record's id is one a retry may name: a request's, a
+ * transaction's, a client's transfer on its source; not a credit, nor
+ * a transfer of the server's own naming.
+ */
+static bool record_remembered(const struct record *rec)
+{
+	if (!rec->reqid[0] || rec->reply == 't')
+		return false;
+	return (rec->reply != 'd' && rec->reply != 'r') || rec->reqid[0] == '@';
+}
+
 bool accounts_apply(struct accounts *a, const struct record *rec)
 {
 	struct table *t = &a->tables[agr_group_key(rec->key, a->ngroups)];
@@ -212,10 +271,22 @@ bool accounts_apply(struct accounts *a, const struct record *rec)
 		return true;
 	}
 	acct = table_get(a, t, rec->key);
-	if (__builtin_add_overflow(acct->balance, rec->delta, &acct->balance))
-		return false;
-	if (rec->reqid[0])
-		reqid_remember(acct, rec->reqid, rec->reply, acct->balance);
+	acct->seq = ++t->seq;
+	if (rec->kind == RECORD_STRING) {
+		account_set_str(acct, rec->value, rec->value_len);
+		acct->balance = 0;
+	} else {
+		if (acct->str) /* a delta makes a string an account again */
+			acct->balance = 0;
+		account_set_str(acct, NULL, 0);
+		if (__builtin_add_overflow(acct->balance, rec->delta,
+					   &acct->balance))
+			return false;
+	}
+	if (record_remembered(rec))
+		reqid_remember(acct, rec->reqid, rec->reply, acct->balance,
+			       rec->reply == 'x' ? dup_str(rec->results) :
+						   NULL);
 	return true;
 }
 
@@ -245,7 +316,63 @@ void accounts_each(const struct accounts *a,
 static const char *const op_type[] = {
 	"Get", "Exists", "Deposit", "Withdraw", "Set", "Close",
 	"TransferDebit", "TransferCredit", "TransferRefund",
+	"Type", "Strlen", "Watch", "Scan",
 };
+
+void account_steps_free(struct account_step *steps, unsigned n)
+{
+	unsigned i;
+
+	for (i = 0; steps && i < n; i++) {
+		free(steps[i].str);
+		steps[i].str = NULL;
+	}
+}
+
+void account_step_set_str(struct account_step *st, const char *p,
+			  size_t len)
+{
+	free(st->str);
+	st->str = xrealloc(NULL, len + 1);
+	memcpy(st->str, p, len);
+	st->str[len] = '\0';
+	st->str_len = (unsigned)len;
+}
+
+struct watch *watch_new(const char *key, size_t len)
+{
+	struct watch *w = xcalloc(1, sizeof(*w));
+
+	atomic_init(&w->refs, 1);
+	memcpy(w->key, key, len);
+	w->key[len] = '\0';
+	return w;
+}
+
+struct watch *watch_get(struct watch *w)
+{
+	atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
+	return w;
+}
+
+void watch_put(struct watch *w)
+{
+	/* acq_rel: the last one sees what every holder wrote. */
+	if (w && atomic_fetch_sub_explicit(&w->refs, 1,
+					   memory_order_acq_rel) == 1)
+		free(w);
+}
+
+int bank_group_key(const agr_message *msg, int parallelism, void *arg)
+{
+	const struct account_msg *m = (const struct account_msg *)(const void *)
+		((const char *)msg - offsetof(struct account_msg, msg));
+
+	(void)arg;
+	if (m->scan)
+		return m->scan->group % parallelism;
+	return agr_group_key(msg->aggregate_id, parallelism);
+}
 
 static void msg_init_key(struct account_msg *m, const char *key, size_t len,
 			 void *user)
@@ -257,6 +384,15 @@ static void msg_init_key(struct account_msg *m, const char *key, size_t len,
 	m->journal_failed = false;
 	m->reqid[0] = '\0';
 	m->xfer = NULL;
+	m->txn = false;
+	m->txn_outcome = TXN_RAN;
+	m->watch = NULL;
+	m->watches = NULL;
+	m->nwatches = 0;
+	m->scan = NULL;
+	m->results = NULL;
+	m->after_str = NULL;
+	m->after_str_len = 0;
 }
 
 void account_msg_init(struct account_msg *m, enum account_op op,
@@ -283,6 +419,7 @@ void account_msg_init_steps(struct account_msg *m, const char *key,
 	msg_init_key(m, key, len, user);
 	m->steps = steps;
 	m->nsteps = n;
+	m->txn = true;
 	m->msg.type = "Transaction";
 }
 
@@ -315,6 +452,14 @@ void transfer_init(struct transfer *x, const char *from, size_t flen,
 		 (unsigned long long)xfer_epoch,
 		 (unsigned long long)atomic_fetch_add_explicit(
 			 &xfer_seq, 1, memory_order_relaxed));
+}
+
+void transfer_set_reqid(struct transfer *x, const char *id, size_t len)
+{
+	snprintf(x->id, sizeof(x->id), "@%.*s", (int)len, id);
+	/* Remembered on the source: its debit, and a refund after it. */
+	snprintf(x->debit.reqid, sizeof(x->debit.reqid), "%s", x->id);
+	snprintf(x->refund.reqid, sizeof(x->refund.reqid), "%s", x->id);
 }
 
 bool transfer_message_done(struct transfer *x)
@@ -407,6 +552,10 @@ static void transfer_step(struct bank *b, agr_exchange *ex,
 	case OP_WITHDRAW:
 	case OP_SET:
 	case OP_CLOSE:
+	case OP_TYPE:
+	case OP_STRLEN:
+	case OP_WATCH:
+	case OP_SCAN:
 		break; /* not a transfer's */
 	}
 }
@@ -419,24 +568,50 @@ static void count_one(atomic_ullong *c)
 			      memory_order_relaxed);
 }
 
+/*
+ * What a change is remembered as for its retries (ledger_record.h's
+ * K), or 0: only a request with an id, and only what it changed.
+ */
+static char reply_tag(const struct account_msg *m)
+{
+	const struct account_step *st = &m->steps[0];
+
+	if (!m->reqid[0])
+		return 0;
+	if (m->txn)
+		return 'x';
+	if (m->xfer && st->result != ACCOUNT_CHANGED)
+		return 0; /* refused: nothing to remember */
+	if (m->xfer)
+		return st->op == OP_XFER_DEBIT	? 'd' :
+		       st->op == OP_XFER_REFUND ? 'r' :
+						  0;
+	return st->result == ACCOUNT_SET     ? 's' :
+	       st->result == ACCOUNT_CHANGED ? 'c' :
+					       0;
+}
+
 /* Makes the account what the steps left; only once durable. */
 static void apply_after(struct account_msg *m)
 {
 	struct accounts *as = m->bank->accounts;
 	struct table *t = &as->tables[m->group];
-
 	struct account *a;
+	char tag;
 
 	if (!m->after_exists) {
 		table_remove(as, t, m->key);
 		return;
 	}
 	a = table_get(as, t, m->key);
-	a->balance = m->after_balance;
-	if (m->reqid[0])
-		reqid_remember(a, m->reqid,
-			       m->steps[0].result == ACCOUNT_SET ? 's' : 'c',
-			       m->after_balance);
+	a->seq = ++t->seq;
+	account_set_str(a, m->after_str, m->after_str_len);
+	a->balance = m->after_str ? 0 : m->after_balance;
+	tag = reply_tag(m);
+	if (tag) {
+		reqid_remember(a, m->reqid, tag, m->after_balance, m->results);
+		m->results = NULL; /* the entry's now */
+	}
 }
 
 static void entry_durable(struct commit_wait *w, int status)
@@ -452,59 +627,95 @@ static void entry_durable(struct commit_wait *w, int status)
 	} else {
 		m->journal_failed = true;
 	}
+	free(m->results);
+	m->results = NULL;
 	if (m->xfer)
 		transfer_step(m->bank, ex, m);
 	agr_exchange_done(ex, status);
 }
 
-/* A deposit or a withdrawal on the state *exists, *balance. */
-static void step_move(struct account_step *st, bool *exists,
-		      long long *balance, struct bank_worker *bw)
+/* A deposit or a withdrawal on the state the earlier steps left. */
+static void step_move(struct account_step *st, struct account_msg *m,
+		      struct bank_worker *bw)
 {
 	bool out = st->op == OP_WITHDRAW || st->op == OP_XFER_DEBIT;
 
-	if (out && st->amount > *balance) {
+	if (m->after_str) {
+		st->result = ACCOUNT_NOT_INTEGER;
+		return;
+	}
+	if (out && st->amount > m->after_balance) {
 		count_one(&bw->overdrafts);
 		st->result = ACCOUNT_OVERDRAFT;
 		return;
 	}
-	if (!out && *balance > LLONG_MAX - st->amount) {
+	if (!out && m->after_balance > LLONG_MAX - st->amount) {
 		st->result = ACCOUNT_OVERFLOW;
 		return;
 	}
-	*balance += out ? -st->amount : st->amount;
-	*exists = true;
+	m->after_balance += out ? -st->amount : st->amount;
+	m->after_exists = true;
 	st->result = ACCOUNT_CHANGED;
-	st->balance = *balance;
+	st->balance = m->after_balance;
+}
+
+/* The number of digits of a balance (>= 0), as STRLEN counts it. */
+static long long digits(long long v)
+{
+	long long n = 1;
+
+	for (; v >= 10; v /= 10)
+		n++;
+	return n;
+}
+
+/* GET, EXISTS, TYPE, STRLEN, WATCH: what the key holds. */
+static void step_read(struct account_step *st, const struct account_msg *m)
+{
+	st->result = m->after_exists ? ACCOUNT_FOUND : ACCOUNT_MISSING;
+	st->balance = m->after_balance;
+	if (!m->after_exists)
+		return;
+	if (st->op == OP_GET && m->after_str)
+		account_step_set_str(st, m->after_str, m->after_str_len);
+	if (st->op == OP_STRLEN)
+		st->balance = m->after_str ? (long long)m->after_str_len :
+					     digits(m->after_balance);
 }
 
 /* Runs one step on the state the earlier steps left. */
-static void step_run(struct account_step *st, bool *exists,
-		     long long *balance, struct bank_worker *bw)
+static void step_run(struct account_step *st, struct account_msg *m,
+		     struct bank_worker *bw)
 {
 	switch (st->op) {
 	case OP_GET:
 	case OP_EXISTS:
-		st->result = *exists ? ACCOUNT_FOUND : ACCOUNT_MISSING;
-		st->balance = *balance;
+	case OP_TYPE:
+	case OP_STRLEN:
+	case OP_WATCH:
+	case OP_SCAN:
+		step_read(st, m);
 		break;
 	case OP_DEPOSIT:
 	case OP_WITHDRAW:
 	case OP_XFER_DEBIT:
 	case OP_XFER_CREDIT:
 	case OP_XFER_REFUND:
-		step_move(st, exists, balance, bw);
+		step_move(st, m, bw);
 		break;
 	case OP_SET:
-		*exists = true;
-		*balance = st->amount;
+		m->after_exists = true;
+		m->after_str = st->str; /* NULL: a balance */
+		m->after_str_len = st->str_len;
+		m->after_balance = st->str ? 0 : st->amount;
 		st->result = ACCOUNT_SET;
-		st->balance = *balance;
+		st->balance = m->after_balance;
 		break;
 	case OP_CLOSE:
-		st->result = *exists ? ACCOUNT_CLOSED : ACCOUNT_MISSING;
-		*exists = false;
-		*balance = 0;
+		st->result = m->after_exists ? ACCOUNT_CLOSED : ACCOUNT_MISSING;
+		m->after_exists = false;
+		m->after_balance = 0;
+		m->after_str = NULL;
 		break;
 	}
 }
@@ -522,33 +733,153 @@ static void transfer_tag(const struct account_msg *m, struct record *r)
 		 r->reply == 'd' ? x->credit.key : x->debit.key);
 }
 
+/* Whether the steps leave the key as it was (nothing to journal). */
+static bool unchanged(const struct account_msg *m, const struct account *a)
+{
+	if (!a || !m->after_exists)
+		return !a && !m->after_exists;
+	if (!a->str != !m->after_str)
+		return false;
+	if (a->str)
+		return a->str_len == m->after_str_len &&
+		       memcmp(a->str, m->after_str, a->str_len) == 0;
+	return a->balance == m->after_balance;
+}
+
 /*
  * The record of the steps' net effect into rec[RECORD_MAX]: its
- * length, or 0 when they changed nothing.
+ * length, or 0 when they changed nothing (and have no id to journal).
  */
 static size_t net_record(const struct account_msg *m, const struct account *a,
 			 char *rec)
 {
-	long long before = a ? a->balance : 0;
-	struct record r = { .kind = RECORD_DELTA,
-			    .delta = m->after_balance - before };
-	bool tagged = m->reqid[0] && (m->steps[0].result == ACCOUNT_CHANGED ||
-				      m->steps[0].result == ACCOUNT_SET);
+	struct record r = { .kind = RECORD_DELTA };
+	char tag = reply_tag(m);
 
-	if (!m->after_exists && !a)
-		return 0;
-	if (!m->after_exists)
+	if (!m->after_exists) {
+		if (!a)
+			return 0; /* nothing to close, nowhere to remember */
 		r.kind = RECORD_CLOSE;
-	else if (a && r.delta == 0 && !tagged)
-		return 0; /* a request id is journaled even so */
-	if (tagged) {
-		r.reply = m->steps[0].result == ACCOUNT_SET ? 's' : 'c';
+		tag = 0; /* a closed account forgets its ids */
+	} else if (unchanged(m, a) && !tag) {
+		return 0;
+	} else if (m->after_str) {
+		r.kind = RECORD_STRING;
+		r.value_len = m->after_str_len;
+		memcpy(r.value, m->after_str, m->after_str_len);
+	} else {
+		r.delta = m->after_balance - (a && !a->str ? a->balance : 0);
+	}
+	if (tag) {
+		r.reply = tag;
 		snprintf(r.reqid, sizeof(r.reqid), "%s", m->reqid);
+		if (tag == 'x')
+			snprintf(r.results, sizeof(r.results), "%s",
+				 m->results);
 	}
 	if (m->xfer)
 		transfer_tag(m, &r);
 	snprintf(r.key, sizeof(r.key), "%s", m->key);
 	return record_encode(rec, &r);
+}
+
+/* ---- a transaction's results, as its record and its retries keep them ---- */
+
+/*
+ * One step: its op and result as letters, then its balance in decimal
+ * or "=HEX" for a string; steps separated by ','. False if more than
+ * RESULTS_MAX characters.
+ */
+static bool results_encode(const struct account_step *steps, unsigned n,
+			   char *dst)
+{
+	static const char hex[] = "0123456789abcdef";
+	size_t at = 0, need;
+	unsigned i, k;
+
+	for (i = 0; i < n; i++) {
+		const struct account_step *st = &steps[i];
+		bool str = st->result == ACCOUNT_FOUND && st->str;
+		bool num = st->result == ACCOUNT_CHANGED ||
+			   st->result == ACCOUNT_FOUND;
+
+		need = 3 + (str ? 1 + 2 * (size_t)st->str_len : num ? 20 : 0);
+		if (at + need > RESULTS_MAX)
+			return false;
+		if (i)
+			dst[at++] = ',';
+		dst[at++] = (char)('a' + st->op);
+		dst[at++] = (char)('a' + st->result);
+		if (str) {
+			dst[at++] = '=';
+			for (k = 0; k < st->str_len; k++) {
+				dst[at++] = hex[(unsigned char)st->str[k] >> 4];
+				dst[at++] = hex[(unsigned char)st->str[k] & 15];
+			}
+		} else if (num) {
+			at += (size_t)snprintf(dst + at, 21, "%lld",
+					       st->balance);
+		}
+	}
+	dst[at] = '\0';
+	return true;
+}
+
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' :
+	       c >= 'a' && c <= 'f' ? c - 'a' + 10 :
+				      -1;
+}
+
+/* One step's token [p, end) into st. */
+static bool result_decode(const char *p, const char *end,
+			  struct account_step *st)
+{
+	size_t n = (size_t)(end - p), i;
+	char buf[VALUE_MAX];
+
+	if (n < 2 || p[0] < 'a' || p[0] > 'a' + OP_SCAN || p[1] < 'a' ||
+	    p[1] > 'a' + ACCOUNT_NOT_INTEGER)
+		return false;
+	st->op = (enum account_op)(p[0] - 'a');
+	st->result = (enum account_result)(p[1] - 'a');
+	free(st->str);
+	st->str = NULL;
+	if (n > 2 && p[2] == '=') {
+		if ((n - 3) % 2 || (n - 3) / 2 > VALUE_MAX)
+			return false;
+		for (i = 0; i < (n - 3) / 2; i++) {
+			int hi = hex_digit(p[3 + 2 * i]);
+			int lo = hex_digit(p[4 + 2 * i]);
+
+			if (hi < 0 || lo < 0)
+				return false;
+			buf[i] = (char)(hi << 4 | lo);
+		}
+		account_step_set_str(st, buf, (n - 3) / 2);
+		return true;
+	}
+	return n == 2 || resp_parse_ll(p + 2, n - 2, &st->balance);
+}
+
+/* The results of a transaction's first run back into its n steps. */
+static bool results_decode(const char *s, struct account_step *steps,
+			   unsigned n)
+{
+	const char *end;
+	unsigned i;
+
+	for (i = 0; i < n; i++, s = end + 1) {
+		end = strchr(s, ',');
+		if (!end)
+			end = s + strlen(s);
+		if (!result_decode(s, end, &steps[i]))
+			return false;
+		if (!*end)
+			return i + 1 == n;
+	}
+	return false;
 }
 
 /*
@@ -557,14 +888,70 @@ static size_t net_record(const struct account_msg *m, const struct account *a,
  */
 static bool answered_before(struct account_msg *m, const struct account *a)
 {
-	const struct reqid_entry *e =
-		m->reqid[0] ? reqid_find(a, m->reqid) : NULL;
+	struct account_step *st = &m->steps[0];
+	const struct reqid_entry *e;
 
+	/* A refund carries its transfer's id, to be remembered, not found. */
+	if (!m->reqid[0] || (m->xfer && st->op != OP_XFER_DEBIT))
+		return false;
+	e = reqid_find(a, m->reqid);
 	if (!e)
 		return false;
-	m->steps[0].result = e->reply == 's' ? ACCOUNT_SET : ACCOUNT_CHANGED;
-	m->steps[0].balance = e->balance;
+	if (m->txn) {
+		if (e->reply != 'x' || !e->results ||
+		    !results_decode(e->results, m->steps, m->nsteps))
+			m->txn_outcome = TXN_REQID_REUSED;
+		return true;
+	}
+	st->result = e->reply == 's' ? ACCOUNT_SET : ACCOUNT_CHANGED;
+	st->balance = e->balance;
+	if (m->xfer) {
+		m->xfer->outcome = e->reply == 'r' ? TRANSFER_REFUNDED :
+						     TRANSFER_SETTLED;
+		m->xfer->refusal = ACCOUNT_NONE;
+		m->xfer->from_balance = e->balance;
+	}
 	return true;
+}
+
+/* WATCH: the key's state now, for EXEC to compare with its own. */
+static void watch_fill(struct account_msg *m, const struct table *t,
+		       const struct account *a)
+{
+	m->watch->existed = a != NULL;
+	m->watch->seq = t->seq;
+	m->watch->set = true;
+}
+
+/* Whether a key a transaction watches changed since its WATCH ran. */
+static bool watch_changed(const struct account_msg *m, const struct table *t,
+			  const struct account *a)
+{
+	unsigned i;
+
+	for (i = 0; i < m->nwatches; i++) {
+		const struct watch *w = m->watches[i];
+
+		/* Another key's, or not run: cannot be compared here. */
+		if (!w->set || strcmp(w->key, m->key) != 0 ||
+		    w->existed != (a != NULL))
+			return true;
+		if (a ? a->seq > w->seq : t->removed_seq > w->seq)
+			return true;
+	}
+	return false;
+}
+
+/* SCAN: every key of the message's group, to the scan's found(). */
+static void run_scan(struct bank *b, struct account_msg *m)
+{
+	const struct table *t = &b->accounts->tables[m->group];
+	size_t i;
+
+	for (i = 0; t->slots && i <= t->mask; i++)
+		if (t->slots[i])
+			m->scan->found(m->scan->arg, t->slots[i]->key);
+	m->steps[0].result = ACCOUNT_FOUND;
 }
 
 /*
@@ -578,6 +965,7 @@ static int run_steps(agr_exchange *ex, void *arg)
 	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
 	struct bank_worker *bw =
 		&b->workers[agr_worker_index(agr_exchange_worker(ex))];
+	const struct table *t;
 	const struct account *a;
 	char rec[RECORD_MAX];
 	size_t len;
@@ -586,16 +974,39 @@ static int run_steps(agr_exchange *ex, void *arg)
 
 	m->bank = b;
 	m->group = agr_exchange_group(ex);
-	a = table_find(&b->accounts->tables[m->group], m->key);
+	if (m->scan) {
+		run_scan(b, m);
+		return 0;
+	}
+	t = &b->accounts->tables[m->group];
+	a = table_find(t, m->key);
 	if (answered_before(m, a))
 		return 0;
+	if (m->txn && watch_changed(m, t, a)) {
+		m->txn_outcome = TXN_WATCH_CHANGED;
+		return 0;
+	}
 	m->after_exists = a != NULL;
 	m->after_balance = a ? a->balance : 0;
+	m->after_str = a ? a->str : NULL;
+	m->after_str_len = a ? a->str_len : 0;
 	for (i = 0; i < m->nsteps; i++)
-		step_run(&m->steps[i], &m->after_exists, &m->after_balance,
-			 bw);
+		step_run(&m->steps[i], m, bw);
+	if (m->watch)
+		watch_fill(m, t, a);
+	if (m->txn && m->reqid[0]) {
+		m->results = xrealloc(NULL, RESULTS_MAX + 1);
+		if (!results_encode(m->steps, m->nsteps, m->results)) {
+			free(m->results);
+			m->results = NULL;
+			m->txn_outcome = TXN_RESULTS_TOO_LONG;
+			return 0;
+		}
+	}
 	len = net_record(m, a, rec);
 	if (len == 0) {
+		free(m->results);
+		m->results = NULL;
 		if (m->xfer) /* refused: the saga goes on, or ends, now */
 			transfer_step(b, ex, m);
 		return 0;
@@ -604,6 +1015,8 @@ static int run_steps(agr_exchange *ex, void *arg)
 	m->wait.durable = entry_durable;
 	ret = journal_append(&bw->journal, rec, len, &m->wait);
 	if (ret < 0) {
+		free(m->results);
+		m->results = NULL;
 		m->journal_failed = true;
 		return ret;
 	}
@@ -675,6 +1088,9 @@ unsigned bank_resume_transfers(struct bank *b, agr_dispatcher *disp,
 		transfer_init(x, o->from, strlen(o->from), o->to, strlen(o->to),
 			      o->amount, NULL);
 		snprintf(x->id, sizeof(x->id), "%s", o->id);
+		if (o->id[0] == '@') /* a client's: its refund is remembered */
+			snprintf(x->refund.reqid, sizeof(x->refund.reqid), "%s",
+				 o->id);
 		x->recovery = true;
 		if (agr_dispatcher_send(disp, &x->credit.msg) < 0) {
 			free(x);

@@ -17,6 +17,15 @@
  * retry, answered with the first reply, and applies nothing. A refused
  * request (an overdraft) changed nothing and is not remembered: its
  * retry is evaluated afresh. Closing an account forgets its ids.
+ * A transaction with an id is remembered with the results of all its
+ * commands (what EXEC answered), and a transfer with an id on its
+ * source account, with the source's balance after the debit (or the
+ * refund that followed it).
+ *
+ * Strings. A key holds either a balance (an account) or a string of at
+ * most VALUE_MAX bytes (SET with a value that is not a balance); a
+ * deposit, a withdrawal or a transfer on a string is refused
+ * (ACCOUNT_NOT_INTEGER); SET of a balance makes it an account again.
  */
 #ifndef LEDGER_ACCOUNTS_H
 #define LEDGER_ACCOUNTS_H
@@ -49,7 +58,10 @@ bool accounts_apply(struct accounts *a, const struct record *rec);
 /* The number of accounts; any thread (a relaxed count). */
 uint64_t accounts_count(const struct accounts *a);
 
-/* Calls fn for every account, group by group. */
+/*
+ * Calls fn for every account, group by group (a string's balance is
+ * 0).
+ */
 void accounts_each(const struct accounts *a,
 		   void (*fn)(void *arg, const char *key, long long balance),
 		   void *arg);
@@ -66,6 +78,10 @@ enum account_op {
 	OP_XFER_DEBIT,	/* TRANSFER, on the source: a withdrawal */
 	OP_XFER_CREDIT, /* TRANSFER, on the destination: a deposit */
 	OP_XFER_REFUND, /* TRANSFER, the credit refused: back to the source */
+	OP_TYPE,	/* TYPE: whether the key exists */
+	OP_STRLEN,	/* STRLEN: the length of the value */
+	OP_WATCH,	/* WATCH: the key's state now, into the message's watch */
+	OP_SCAN,	/* SCAN: the keys of one group (the message's scan) */
 };
 
 /* What became of one step; set by the bank before it completes. */
@@ -78,6 +94,7 @@ enum account_result {
 	ACCOUNT_CLOSED,	   /* a DEL: the account was open, now is not */
 	ACCOUNT_OVERDRAFT, /* a withdrawal larger than the balance */
 	ACCOUNT_OVERFLOW,  /* the balance would overflow */
+	ACCOUNT_NOT_INTEGER, /* a deposit or withdrawal on a string */
 };
 
 /* One command on an account: a message holds one, or a transaction's. */
@@ -86,6 +103,55 @@ struct account_step {
 	enum account_result result;
 	long long amount; /* > 0; SET: >= 0 */
 	long long balance;
+	/*
+	 * SET of a string: its value; FOUND: the key's string, else NULL.
+	 * The step's own (xmalloc), freed by account_steps_free().
+	 */
+	char *str;
+	unsigned str_len;
+};
+
+/* Frees what steps[0, n) hold (not the array). */
+void account_steps_free(struct account_step *steps, unsigned n);
+
+/* Makes a SET step's value a copy of [p, p + len) (len <= VALUE_MAX). */
+void account_step_set_str(struct account_step *st, const char *p,
+			  size_t len);
+
+/*
+ * WATCH: the state of a key when its OP_WATCH message ran, for EXEC to
+ * compare. Shared by the session and the messages that fill and read
+ * it; reference counted, any thread.
+ */
+struct watch {
+	atomic_uint refs;
+	bool set;     /* its OP_WATCH has run */
+	bool existed; /* the key existed then */
+	uint64_t seq; /* the group's count of changes then */
+	char key[KEY_MAX + 1];
+};
+
+/* A watch of key[0, len), one reference (the caller's). */
+struct watch *watch_new(const char *key, size_t len);
+struct watch *watch_get(struct watch *w);
+void watch_put(struct watch *w);
+
+/*
+ * SCAN: the keys of one group, each passed to found() on the group's
+ * worker; the sender's.
+ */
+struct account_scan {
+	int group;
+	void (*found)(void *arg, const char *key);
+	void *arg;
+};
+
+/* How a transaction ended, when it did not simply run. */
+enum txn_outcome {
+	TXN_RAN,
+	TXN_WATCH_CHANGED,    /* a watched key changed: nothing applied */
+	TXN_RESULTS_TOO_LONG, /* with REQID, results over RESULTS_MAX */
+	TXN_REQID_REUSED,     /* REQID of another transaction's */
 };
 
 /*
@@ -105,6 +171,15 @@ struct account_msg {
 	unsigned nsteps;
 	bool journal_failed;
 	struct account_step one; /* steps for a single command */
+	bool txn;		 /* a transaction (account_msg_init_steps) */
+	enum txn_outcome txn_outcome;
+	struct watch *watch;	  /* OP_WATCH: filled in when it runs */
+	struct watch **watches;	  /* a transaction's (the sender's) */
+	unsigned nwatches;
+	struct account_scan *scan; /* OP_SCAN */
+	char *results;		  /* the bank's: a transaction's, encoded */
+	const char *after_str;	  /* the bank's: the string after the steps */
+	unsigned after_str_len;
 	bool after_exists;	 /* the account after the steps */
 	long long after_balance;
 	struct bank *bank;
@@ -112,7 +187,7 @@ struct account_msg {
 	int group;
 	struct commit_wait wait;
 	char key[KEY_MAX + 1];
-	char reqid[REQID_MAX + 1]; /* "" or the request id (single steps) */
+	char reqid[REQID_MAX + 1]; /* "" or the request id */
 };
 
 /* key[0, len) a valid account name (key_valid). */
@@ -120,13 +195,22 @@ void account_msg_init(struct account_msg *m, enum account_op op,
 		      const char *key, size_t len, long long amount,
 		      void *user);
 
-/* A request id for a single-step change (reqid_valid). */
+/*
+ * A request id for a change or a transaction (reqid_valid); for a
+ * transfer, use transfer_set_reqid().
+ */
 void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len);
 
 /* A transaction: steps[0, n) (the caller's, alive as long as m). */
 void account_msg_init_steps(struct account_msg *m, const char *key,
 			    size_t len, struct account_step *steps,
 			    unsigned n, void *user);
+
+/*
+ * The dispatcher's group_key option: a SCAN message goes to the group
+ * it lists, every other message to its key's (agr_group_key).
+ */
+int bank_group_key(const agr_message *msg, int parallelism, void *arg);
 
 /* ---- transfers: a saga across two accounts ----
  *
@@ -150,7 +234,7 @@ enum transfer_outcome {
 	TRANSFER_UNFINISHED, /* stopped midway: replay finishes it */
 };
 
-#define XFER_ID_MAX 40
+#define XFER_ID_MAX REQID_MAX
 
 struct transfer {
 	struct account_msg debit, credit, refund;
@@ -170,6 +254,12 @@ struct transfer {
  */
 void transfer_init(struct transfer *x, const char *from, size_t flen,
 		   const char *to, size_t tlen, long long amount, void *user);
+
+/*
+ * A client's request id for x (reqid_valid, no ':', under REQID_MAX
+ * bytes): x's id becomes "@" and it, so a retry finds the first.
+ */
+void transfer_set_reqid(struct transfer *x, const char *id, size_t len);
 
 /*
  * The completion callback, for a message whose xfer is x: true if it

@@ -32,6 +32,13 @@ void run_info(const struct command_ctx *x);
 void run_config(const struct command_ctx *x);
 void run_dbsize(const struct command_ctx *x);
 
+/* ledger_keyspace.c */
+void run_scan(const struct command_ctx *x);
+void run_watch(const struct command_ctx *x);
+void run_unwatch(const struct command_ctx *x);
+/* Drops the session's watches (EXEC, DISCARD, UNWATCH, closing). */
+void session_unwatch(struct session *s);
+
 /* ledger_commands.c: COMMAND [COUNT | INFO | DOCS] */
 void run_command(const struct command_ctx *x);
 

@@ -70,6 +70,7 @@ static void to_account(const struct command_ctx *x, enum account_op op,
 	x->out->op = op;
 	x->out->key = x->cmd->argv[1];
 	x->out->amount = amount;
+	x->out->value = (struct resp_arg){ NULL, 0 };
 }
 
 /*
@@ -139,30 +140,58 @@ static void run_withdraw(const struct command_ctx *x)
 	run_move(x, OP_WITHDRAW);
 }
 
-static void run_get(const struct command_ctx *x)
+/* GET, TYPE, STRLEN: a read of one key. */
+static void run_read(const struct command_ctx *x, enum account_op op)
 {
 	x->out->reqid = (struct resp_arg){ NULL, 0 };
 	if (account_key(x, &x->cmd->argv[1]))
-		to_account(x, OP_GET, 0);
+		to_account(x, op, 0);
 }
 
-/* SET key integer [REQID id]: the balance becomes it. */
+static void run_get(const struct command_ctx *x)
+{
+	run_read(x, OP_GET);
+}
+
+static void run_type(const struct command_ctx *x)
+{
+	run_read(x, OP_TYPE);
+}
+
+static void run_strlen(const struct command_ctx *x)
+{
+	run_read(x, OP_STRLEN);
+}
+
+/*
+ * SET key value [REQID id]: a value that is an integer as Redis prints
+ * it makes the key an account holding it (never negative); any other a
+ * string key (ledger_accounts.h).
+ */
 static void run_set(const struct command_ctx *x)
 {
+	const struct resp_arg *val = &x->cmd->argv[2];
 	long long v;
 
 	if (!account_key(x, &x->cmd->argv[1]) || !parse_reqid(x, 3))
 		return;
-	if (!resp_parse_ll(x->cmd->argv[2].p, x->cmd->argv[2].len, &v)) {
-		reply_error_out(x, "ERR value is not an integer or out of "
-				   "range");
+	if (resp_parse_ll(val->p, val->len, &v)) {
+		if (v < 0)
+			reply_error_out(x, "ERR a balance cannot be negative");
+		else
+			to_account(x, OP_SET, v);
 		return;
 	}
-	if (v < 0) {
-		reply_error_out(x, "ERR a balance cannot be negative");
+	if (val->len > VALUE_MAX) {
+		char msg[64];
+
+		snprintf(msg, sizeof(msg), "ERR string value too long: at "
+			 "most %d bytes", VALUE_MAX);
+		reply_error_out(x, msg);
 		return;
 	}
-	to_account(x, OP_SET, v);
+	to_account(x, OP_SET, 0);
+	x->out->value = *val;
 }
 
 /* TRANSFER from to amount. */
@@ -185,6 +214,15 @@ static void run_transfer(const struct command_ctx *x)
 	}
 	if (amount <= 0) {
 		reply_error_out(x, "ERR amount must be positive");
+		return;
+	}
+	if (!parse_reqid(x, 4))
+		return;
+	if (x->out->reqid.len &&
+	    (x->out->reqid.len >= REQID_MAX ||
+	     memchr(x->out->reqid.p, ':', x->out->reqid.len))) {
+		reply_error_out(x, "ERR invalid request id: a transfer's is 1 "
+			    "to 63 printable characters, no spaces, no ':'");
 		return;
 	}
 	x->out->kind = COMMAND_TRANSFER;
@@ -254,14 +292,19 @@ static void run_quit(const struct command_ctx *x)
 
 /* ---- transactions ---- */
 
+/* The transaction is over (EXEC, DISCARD): and so are the watches. */
 static void txn_reset(struct session *s)
 {
+	account_steps_free(s->queued, s->nqueued);
 	free(s->queued);
 	s->queued = NULL;
 	s->nqueued = 0;
 	s->multi = s->multi_dirty = s->multi_cross = false;
+	s->multi_reqid[0] = '\0';
+	session_unwatch(s);
 }
 
+/* MULTI [REQID id]: a retried transaction answers its first reply. */
 static void run_multi(const struct command_ctx *x)
 {
 	x->out->kind = COMMAND_REPLY;
@@ -269,6 +312,14 @@ static void run_multi(const struct command_ctx *x)
 		reply_error(x->out->reply, "ERR MULTI calls can not be nested");
 		return;
 	}
+	if (!parse_reqid(x, 1))
+		return;
+	x->out->kind = COMMAND_REPLY;
+	snprintf(x->s->multi_reqid, sizeof(x->s->multi_reqid), "%.*s",
+		 (int)x->out->reqid.len,
+		 x->out->reqid.len ? x->out->reqid.p : "");
+	x->s->multi_key[0] = '\0';
+	x->out->reqid = (struct resp_arg){ NULL, 0 };
 	x->s->multi = true;
 	reply_simple(x->out->reply, "OK");
 }
@@ -282,6 +333,44 @@ static void run_discard(const struct command_ctx *x)
 	}
 	txn_reset(x->s);
 	reply_simple(x->out->reply, "OK");
+}
+
+/*
+ * Whether EXEC can check the watches: all on the transaction's account
+ * (key, which an empty transaction takes from the first watch).
+ */
+static bool watches_on(struct session *s, char *key)
+{
+	unsigned i;
+
+	if (s->nwatches && !key[0])
+		snprintf(key, KEY_MAX + 1, "%s", s->watches[0]->key);
+	for (i = 0; i < s->nwatches; i++)
+		if (strcmp(s->watches[i]->key, key) != 0)
+			return false;
+	return true;
+}
+
+/* EXEC's message: the queued steps, the watches, the id. */
+static void exec_send(const struct command_ctx *x)
+{
+	struct session *s = x->s;
+
+	x->out->kind = COMMAND_TXN;
+	if (!s->queued) /* only watches: an empty transaction on their key */
+		s->queued = xcalloc(1, sizeof(*s->queued));
+	x->out->steps = s->queued;
+	x->out->nsteps = s->nqueued;
+	x->out->key.p = s->multi_key;
+	x->out->key.len = strlen(s->multi_key);
+	x->out->reqid.p = s->multi_reqid;
+	x->out->reqid.len = strlen(s->multi_reqid);
+	x->out->watches = s->watches;
+	x->out->nwatches = s->nwatches;
+	s->queued = NULL; /* the caller's now */
+	s->nqueued = 0;
+	s->watches = NULL;
+	s->nwatches = 0;
 }
 
 /*
@@ -300,32 +389,29 @@ static void run_exec(const struct command_ctx *x)
 	} else if (s->multi_dirty) {
 		reply_error(x->out->reply, "EXECABORT Transaction discarded "
 			    "because of previous errors.");
-	} else if (s->multi_cross) {
+	} else if (s->multi_cross || !watches_on(s, s->multi_key)) {
 		reply_error(x->out->reply, "CROSSSLOT Keys in request don't "
 			    "hash to the same slot: a transaction may touch "
-			    "one account only; nothing was applied");
-	} else if (s->nqueued == 0) {
+			    "(and watch) one account only; nothing was "
+			    "applied");
+	} else if (s->nqueued == 0 && s->nwatches == 0) {
 		reply_array(x->out->reply, 0);
 	} else {
-		x->out->kind = COMMAND_TXN;
-		x->out->steps = s->queued;
-		x->out->nsteps = s->nqueued;
-		x->out->key.p = s->multi_key;
-		x->out->key.len = strlen(s->multi_key);
-		s->queued = NULL; /* the caller's now */
-		s->nqueued = 0;
+		exec_send(x);
 	}
 	if (x->out->kind == COMMAND_REPLY)
 		txn_reset(s);
 	else
 		s->multi = s->multi_dirty = s->multi_cross = false;
+	/* multi_key and multi_reqid stay: out->key and reqid point there. */
 }
 
 /* Whether a command may be queued: one account's, one key. */
 static bool txn_allowed(void (*run)(const struct command_ctx *x))
 {
 	return run == run_get || run == run_exists || run == run_deposit ||
-	       run == run_withdraw || run == run_set || run == run_del;
+	       run == run_withdraw || run == run_set || run == run_del ||
+	       run == run_type || run == run_strlen;
 }
 
 /* A command's outcome while MULTI is on: queued, or refused. */
@@ -364,10 +450,14 @@ static void txn_queue(const struct command_ctx *x)
 		s->multi_cross = true;
 	}
 	s->queued = xrealloc(s->queued, (s->nqueued + 1) * sizeof(*s->queued));
-	s->queued[s->nqueued++] = (struct account_step){
+	s->queued[s->nqueued] = (struct account_step){
 		.op = o->op,
 		.amount = o->kind == COMMAND_ACCOUNT ? o->amount : 0,
 	};
+	if (o->kind == COMMAND_ACCOUNT && o->value.p)
+		account_step_set_str(&s->queued[s->nqueued], o->value.p,
+				     o->value.len);
+	s->nqueued++;
 	o->kind = COMMAND_REPLY;
 	reply_simple(o->reply, "QUEUED");
 }
@@ -407,7 +497,7 @@ static const struct command command_table[] = {
 	  run_withdraw },
 	{ "del", -2, false, 1, -1, 1, "write", "@keyspace @write @slow",
 	  "generic", "1.0.0", "Closes accounts.", run_del },
-	{ "transfer", 4, false, 1, 2, 1, RW, "@write @string @slow", "string",
+	{ "transfer", -4, false, 1, 2, 1, RW, "@write @string @slow", "string",
 	  "1.0.0", "Moves an amount between two accounts (a saga).",
 	  run_transfer },
 	{ "exec", 1, false, 0, 0, 0, "noscript loading stale skip_slowlog",
@@ -433,7 +523,7 @@ static const struct command command_table[] = {
 	  run_info },
 	{ "mget", -2, false, 1, -1, 1, "readonly fast", "@read @string @fast",
 	  "string", "1.0.0", "Returns the balances of accounts.", run_mget },
-	{ "multi", 1, false, 0, 0, 0, "noscript loading stale fast",
+	{ "multi", -1, false, 0, 0, 0, "noscript loading stale fast",
 	  "@fast @transaction", "transactions", "1.2.0",
 	  "Starts a transaction.", run_multi },
 	{ "ping", -1, false, 0, 0, 0, "fast", "@fast @connection",
@@ -442,11 +532,26 @@ static const struct command command_table[] = {
 	{ "quit", -1, true, 0, 0, 0, "allow_busy noscript loading stale fast "
 	  "no_auth", "@fast @connection", "connection", "1.0.0",
 	  "Closes the connection.", run_quit },
+	{ "scan", -2, false, 0, 0, 0, "readonly", "@keyspace @read @slow",
+	  "generic", "2.8.0", "Iterates over the keys, a group at a time.",
+	  run_scan },
 	{ "select", 2, false, 0, 0, 0, "loading stale fast",
 	  "@fast @connection", "connection", "1.0.0",
 	  "Changes the selected database (0 only).", run_select },
 	{ "set", -3, false, 1, 1, 1, RW, "@write @string @slow", "string",
-	  "1.0.0", "Sets the balance of an account.", run_set },
+	  "1.0.0", "Sets the balance of an account, or a string.", run_set },
+	{ "strlen", 2, false, 1, 1, 1, "readonly fast", "@read @string @fast",
+	  "string", "2.2.0", "Returns the length of a key's value.",
+	  run_strlen },
+	{ "type", 2, false, 1, 1, 1, "readonly fast", "@keyspace @read @fast",
+	  "generic", "1.0.0", "Determines the type of a key.", run_type },
+	{ "unwatch", 1, false, 0, 0, 0, "noscript loading stale fast",
+	  "@fast @transaction", "transactions", "2.2.0",
+	  "Forgets about watched keys of a transaction.", run_unwatch },
+	{ "watch", -2, false, 1, -1, 1, "noscript loading stale fast",
+	  "@fast @transaction", "transactions", "2.2.0",
+	  "Monitors changes to keys to determine the execution of a "
+	  "transaction.", run_watch },
 };
 #define NCOMMANDS (sizeof(command_table) / sizeof(command_table[0]))
 
@@ -637,7 +742,8 @@ void command_run(const struct command_server *srv, struct session *s,
 		return;
 	}
 	if (s->multi && def->run != run_exec && def->run != run_discard &&
-	    def->run != run_multi && def->run != run_quit) {
+	    def->run != run_multi && def->run != run_quit &&
+	    def->run != run_watch && def->run != run_unwatch) {
 		command_in_multi(&x, def);
 		return;
 	}
@@ -679,11 +785,22 @@ static size_t step_reply(const struct account_step *st, char *dst)
 	case ACCOUNT_FOUND:
 		if (st->op == OP_EXISTS)
 			return fit(resp_encode_integer(dst, REPLY_MAX, 1));
+		if (st->op == OP_TYPE) /* as Redis calls an integer too */
+			return fit(resp_encode_simple(dst, REPLY_MAX,
+						      "string"));
+		if (st->op == OP_STRLEN)
+			return fit(resp_encode_integer(dst, REPLY_MAX,
+						       st->balance));
+		if (st->str)
+			return fit(resp_encode_bulk(dst, REPLY_MAX, st->str,
+						    st->str_len));
 		n = resp_format_ll(num, st->balance);
 		return fit(resp_encode_bulk(dst, REPLY_MAX, num, n));
 	case ACCOUNT_MISSING:
 		if (st->op == OP_GET)
 			return fit(resp_encode_nil(dst, REPLY_MAX));
+		if (st->op == OP_TYPE)
+			return fit(resp_encode_simple(dst, REPLY_MAX, "none"));
 		return fit(resp_encode_integer(dst, REPLY_MAX, 0));
 	case ACCOUNT_CLOSED:
 		return fit(resp_encode_integer(dst, REPLY_MAX, 1));
@@ -692,6 +809,9 @@ static size_t step_reply(const struct account_step *st, char *dst)
 	case ACCOUNT_OVERFLOW:
 		return error_reply(dst, "ERR increment or decrement would "
 				   "overflow");
+	case ACCOUNT_NOT_INTEGER:
+		return error_reply(dst, "ERR value is not an integer or out "
+				   "of range");
 	case ACCOUNT_NONE:
 		break;
 	}
@@ -722,6 +842,22 @@ void command_txn_reply(const struct account_msg *m, int status,
 		buf_append(dst, one, n);
 		return;
 	}
+	switch (m->txn_outcome) {
+	case TXN_WATCH_CHANGED: /* as Redis: a nil array, nothing applied */
+		buf_append(dst, "*-1\r\n", 5);
+		return;
+	case TXN_RESULTS_TOO_LONG:
+		reply_error(dst, "ERR the replies of a transaction with a "
+			    "REQID must fit in 1024 bytes; nothing was "
+			    "applied");
+		return;
+	case TXN_REQID_REUSED:
+		reply_error(dst, "ERR REQID names another request; nothing "
+			    "was applied");
+		return;
+	case TXN_RAN:
+		break;
+	}
 	reply_array(dst, m->nsteps);
 	for (i = 0; i < m->nsteps; i++) {
 		n = step_reply(&m->steps[i], one);
@@ -738,11 +874,18 @@ size_t command_transfer_reply(const struct transfer *x, char *dst)
 	case TRANSFER_REFUSED:
 		return x->refusal == ACCOUNT_OVERDRAFT ?
 			       error_reply(dst, "ERR insufficient funds") :
+		       x->refusal == ACCOUNT_NOT_INTEGER ?
+			       error_reply(dst, "ERR value is not an integer "
+					   "or out of range") :
 			       error_reply(dst, "ERR internal error");
-	case TRANSFER_REFUNDED:
-		return error_reply(dst, "ERR transfer refused by the "
-				   "destination (its balance would "
-				   "overflow); refunded");
+	case TRANSFER_REFUNDED: /* a retry knows only that it was */
+		return error_reply(dst, x->refusal == ACCOUNT_OVERFLOW ?
+			"ERR transfer refused by the destination (its "
+			"balance would overflow); refunded" :
+			x->refusal == ACCOUNT_NOT_INTEGER ?
+			"ERR transfer refused by the destination (it holds "
+			"a string); refunded" :
+			"ERR transfer refused by the destination; refunded");
 	case TRANSFER_UNFINISHED:
 		return error_reply(dst, "ERR server is shutting down; the "
 				   "transfer completes at restart");
@@ -751,6 +894,20 @@ size_t command_transfer_reply(const struct transfer *x, char *dst)
 	}
 	return error_reply(dst, "ERR journal write failed; the transfer "
 			   "completes at restart if it was debited");
+}
+
+void command_msg_release(struct account_msg *m)
+{
+	unsigned i;
+
+	account_steps_free(m->steps, m->nsteps);
+	watch_put(m->watch);
+	m->watch = NULL;
+	for (i = 0; i < m->nwatches; i++)
+		watch_put(m->watches[i]);
+	free(m->watches);
+	m->watches = NULL;
+	m->nwatches = 0;
 }
 
 bool command_account_counts(const struct account_msg *m, int status)

@@ -5,16 +5,21 @@
  * the account aggregate (ledger_accounts.h), whose results become
  * replies here too. No I/O.
  *
- * Data: GET, MGET, EXISTS, SET key integer, DEL, INCRBY, DECRBY, INCR,
- * DECR, DBSIZE; MULTI, EXEC, DISCARD on one account; TRANSFER from to
- * amount across two (ledger_accounts.h). Connection: HELLO (protocol 2; 3 is refused with
+ * Data: GET, MGET, EXISTS, TYPE, STRLEN, SET key value (a balance, or a
+ * string of at most VALUE_MAX bytes), DEL, INCRBY, DECRBY, INCR, DECR,
+ * DBSIZE, SCAN; MULTI, EXEC, DISCARD, WATCH, UNWATCH on one account;
+ * TRANSFER from to amount across two (ledger_accounts.h). Connection: HELLO (protocol 2; 3 is refused with
  * -NOPROTO), AUTH (with --requirepass), SELECT 0, CLIENT SETNAME,
  * GETNAME, ID, SETINFO, LIST, INFO, PING, ECHO, QUIT. Server: INFO,
  * COMMAND (COUNT, INFO, DOCS), CONFIG GET. The reply texts are Redis's.
  *
- * Idempotent retries: INCRBY, DECRBY, INCR, DECR and SET take an
- * optional trailing "REQID id" (ledger_accounts.h says what a known id
- * does).
+ * Idempotent retries: INCRBY, DECRBY, INCR, DECR, SET, TRANSFER and
+ * MULTI take an optional trailing "REQID id" (ledger_accounts.h says
+ * what a known id does; a transfer's id has no ':').
+ *
+ * SCAN's cursor is the next group to list (0: done): each call answers
+ * one group's keys whole, whatever COUNT says (a hint, as in Redis), so
+ * a key there for the whole scan is returned exactly once.
  *
  * Amounts are positive, balances never negative; an account name is 1
  * to 128 printable ASCII characters without spaces (ledger_record.h).
@@ -36,6 +41,7 @@
 #define CLIENT_NAME_MAX 255  /* CLIENT SETNAME, lib-name, lib-ver */
 #define KEYS_MAX (RESP_MAX_ARGS - 1) /* MGET, EXISTS, DEL */
 #define TXN_MAX 1024	     /* commands queued in one transaction */
+#define WATCH_MAX 1024	     /* keys watched by one connection */
 
 /* What INFO and DBSIZE report; filled by the server's stats hook. */
 struct server_stats {
@@ -73,6 +79,10 @@ struct session {
 	struct account_step *queued;
 	unsigned nqueued;
 	char multi_key[KEY_MAX + 1]; /* the account of the first */
+	char multi_reqid[REQID_MAX + 1]; /* MULTI REQID id, or "" */
+	/* WATCH: the keys watched (one reference each), for EXEC. */
+	struct watch **watches;
+	unsigned nwatches;
 };
 
 enum command_kind {
@@ -82,6 +92,7 @@ enum command_kind {
 	COMMAND_TXN,	 /* EXEC: steps[0, nsteps) on key, as one message */
 	COMMAND_TRANSFER, /* amount from key to key2: a saga */
 	COMMAND_QUIT,	 /* answer `reply`, then close */
+	COMMAND_SCAN,	 /* list the keys of `scan`'s group */
 };
 
 struct command_outcome {
@@ -95,6 +106,14 @@ struct command_outcome {
 	bool count;	      /* KEYS: reply the number found (else MGET) */
 	struct account_step *steps; /* TXN: the caller's now, to free() */
 	unsigned nsteps;	    /* TXN */
+	struct resp_arg value;	    /* ACCOUNT SET of a string, or p NULL */
+	/*
+	 * TXN: the watches EXEC checks; KEYS with OP_WATCH: argv[i + 1]'s
+	 * watch, or NULL. The caller's now: the array, and a reference each.
+	 */
+	struct watch **watches;
+	unsigned nwatches;
+	struct account_scan *scan; /* SCAN: the caller's, for its reply */
 };
 
 /* A new connection's session; fd its socket (for addresses). */
@@ -130,6 +149,16 @@ void command_txn_reply(const struct account_msg *m, int status,
 
 /* The reply to a transfer that has ended, into dst[REPLY_MAX]. */
 size_t command_transfer_reply(const struct transfer *x, char *dst);
+
+/*
+ * The reply to a completed SCAN (its message's scan, which this
+ * frees), appended to dst.
+ */
+void command_scan_reply(const struct account_msg *m, int status,
+			struct buf *dst);
+
+/* Frees what a request's message holds: its steps' strings, watches. */
+void command_msg_release(struct account_msg *m);
 
 /* Whether a completed EXISTS or DEL message counts 1 (KEYS count). */
 bool command_account_counts(const struct account_msg *m, int status);

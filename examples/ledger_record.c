@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memrchr */
+#endif
 #include "ledger_record.h"
 
 #include <inttypes.h>
@@ -54,6 +57,21 @@ bool reqid_valid(const char *p, size_t len)
 	return printable_word(p, len, REQID_MAX);
 }
 
+bool results_valid(const char *p, size_t len)
+{
+	return printable_word(p, len, RESULTS_MAX) && !memchr(p, ':', len);
+}
+
+static const char hex_digits[] = "0123456789abcdef";
+
+/* The value of hex digit c, or -1. */
+static int hex_value(char c)
+{
+	const char *d = c ? strchr(hex_digits, c) : NULL;
+
+	return d ? (int)(d - hex_digits) : -1;
+}
+
 /* Appends " CRC\n" to the n bytes of dst[RECORD_MAX]; the length. */
 static size_t seal(char *dst, int n)
 {
@@ -67,19 +85,39 @@ size_t record_seal(char *dst, const char *body)
 	return seal(dst, snprintf(dst, RECORD_MAX - 10, "%s", body));
 }
 
+/* "KEY =HEX" into dst[RECORD_MAX]; its length. */
+static int encode_string(char *dst, const struct record *rec)
+{
+	int n = snprintf(dst, RECORD_MAX, "%s =", rec->key);
+	unsigned i;
+
+	for (i = 0; i < rec->value_len && i < VALUE_MAX; i++) {
+		dst[n++] = hex_digits[(unsigned char)rec->value[i] >> 4];
+		dst[n++] = hex_digits[(unsigned char)rec->value[i] & 15];
+	}
+	dst[n] = '\0';
+	return n;
+}
+
 size_t record_encode(char *dst, const struct record *rec)
 {
-	int n = rec->kind == RECORD_CLOSE ?
-			snprintf(dst, RECORD_MAX, "%s close", rec->key) :
-			snprintf(dst, RECORD_MAX, "%s %+lld", rec->key,
-				 rec->delta);
+	int n;
 
+	if (rec->kind == RECORD_STRING)
+		n = encode_string(dst, rec);
+	else if (rec->kind == RECORD_CLOSE)
+		n = snprintf(dst, RECORD_MAX, "%s close", rec->key);
+	else
+		n = snprintf(dst, RECORD_MAX, "%s %+lld", rec->key, rec->delta);
 	if (rec->reqid[0])
 		n += snprintf(dst + n, RECORD_MAX - (size_t)n, " #%c:%s",
 			      rec->reply, rec->reqid);
 	if (rec->reqid[0] && (rec->reply == 'd' || rec->reply == 't'))
 		n += snprintf(dst + n, RECORD_MAX - (size_t)n, ":%s",
 			      rec->peer);
+	if (rec->reqid[0] && rec->reply == 'x')
+		n += snprintf(dst + n, RECORD_MAX - (size_t)n, ":%s",
+			      rec->results);
 	return seal(dst, n);
 }
 
@@ -92,15 +130,24 @@ static bool parse_tag(const char *p, const char *end, struct record *rec)
 	size_t idlen;
 
 	/* A record without a tag carries nothing of the one before it. */
-	rec->reqid[0] = rec->peer[0] = '\0';
+	rec->reqid[0] = rec->peer[0] = rec->results[0] = '\0';
 	rec->reply = '\0';
 	if (len == 0)
 		return true;
-	if (len < 5 || p[0] != ' ' || p[1] != '#' || !strchr("cstdr", p[2]) ||
-	    p[3] != ':')
+	if (len < 5 || p[0] != ' ' || p[1] != '#' ||
+	    !strchr("cstdrx", p[2]) || p[3] != ':')
 		return false;
 	rec->reply = p[2];
 	idlen = len - 4;
+	if (p[2] == 'x') { /* ID:RESULTS; RESULTS has no ':' */
+		colon = memrchr(p + 4, ':', len - 4);
+		if (!colon ||
+		    !results_valid(colon + 1, (size_t)(end - colon - 1)))
+			return false;
+		idlen = (size_t)(colon - p - 4);
+		memcpy(rec->results, colon + 1, (size_t)(end - colon - 1));
+		rec->results[end - colon - 1] = '\0';
+	}
 	if (p[2] == 'd' || p[2] == 't') { /* XID:ACCOUNT; XID has no ':' */
 		colon = memchr(p + 4, ':', len - 4);
 		if (!colon || !key_valid(colon + 1, (size_t)(end - colon - 1)))
@@ -119,28 +166,50 @@ static bool parse_tag(const char *p, const char *end, struct record *rec)
 /* The 8 hex digits of [p, p + 8), or false if they are not. */
 static bool parse_crc(const char *p, uint32_t *crc)
 {
-	static const char hex[] = "0123456789abcdef";
 	size_t i;
 
 	*crc = 0;
 	for (i = 0; i < 8; i++) {
-		const char *d = p[i] ? strchr(hex, p[i]) : NULL;
+		int d = hex_value(p[i]);
 
-		if (!d)
+		if (d < 0)
 			return false;
-		*crc = *crc << 4 | (uint32_t)(d - hex);
+		*crc = *crc << 4 | (uint32_t)d;
 	}
 	return true;
 }
 
-/* The CHANGE of a record, [p, end): "+N", "-N" or "close". */
+/* "=HEX", [p, end): the string it spells. */
+static bool parse_string(const char *p, const char *end, struct record *rec)
+{
+	size_t n = (size_t)(end - p - 1), i;
+
+	if (n % 2 || n / 2 > VALUE_MAX)
+		return false;
+	for (i = 0; i < n / 2; i++) {
+		int hi = hex_value(p[1 + 2 * i]), lo = hex_value(p[2 + 2 * i]);
+
+		if (hi < 0 || lo < 0)
+			return false;
+		rec->value[i] = (char)(hi << 4 | lo);
+	}
+	rec->kind = RECORD_STRING;
+	rec->value_len = (unsigned)(n / 2);
+	rec->delta = 0;
+	return true;
+}
+
+/* The CHANGE of a record, [p, end): "+N", "-N", "=HEX" or "close". */
 static bool parse_change(const char *p, const char *end, struct record *rec)
 {
 	long long amount;
 
+	if (end > p && p[0] == '=')
+		return parse_string(p, end, rec);
 	if ((size_t)(end - p) == 5 && memcmp(p, "close", 5) == 0) {
 		rec->kind = RECORD_CLOSE;
 		rec->delta = 0;
+		rec->value_len = 0;
 		return true;
 	}
 	if (end - p < 2 || (p[0] != '+' && p[0] != '-') ||
@@ -148,6 +217,7 @@ static bool parse_change(const char *p, const char *end, struct record *rec)
 	    amount < 0 || (amount == 0 && p[0] == '-'))
 		return false;
 	rec->kind = RECORD_DELTA;
+	rec->value_len = 0;
 	rec->delta = p[0] == '+' ? amount : -amount;
 	return true;
 }

@@ -36,6 +36,7 @@ struct request {
 	bool ready;	      /* reply[] (or big) is final */
 	bool counts;	      /* a child of `parent` that counts 1 */
 	bool refused;	      /* a parent: the dispatcher refused a child */
+	bool ok;	      /* a parent: WATCH's, answering OK */
 	unsigned conn_worker;
 	unsigned reply_len;
 	struct request *parent; /* EXISTS, DEL: the request of the count */
@@ -67,6 +68,7 @@ static struct request *request_alloc(struct request_pool *pool)
 static void request_release(struct request_pool *pool, struct request *rq)
 {
 	free(rq->big);
+	command_msg_release(&rq->am);
 	free(rq->steps);
 	free(rq->xfer);
 	if (pool->count >= REQUEST_POOL_MAX) {
@@ -129,6 +131,8 @@ static void parent_finish(struct request *p)
 	p->reply_len = p->refused ?
 			       (unsigned)command_refused_reply(-ESHUTDOWN,
 							       p->reply) :
+		       p->ok ? (unsigned)resp_encode_simple(p->reply,
+							    REPLY_MAX, "OK") :
 			       (unsigned)resp_encode_integer(p->reply,
 							     REPLY_MAX,
 							     p->count);
@@ -167,6 +171,13 @@ struct request *requests_completed(agr_message *msg, int status)
 		rq->reply_len = (unsigned)command_transfer_reply(x, rq->reply);
 	} else if (rq->parent) {
 		rq->counts = command_account_counts(&rq->am, status);
+	} else if (rq->am.scan) {
+		struct buf b = { 0 };
+
+		command_scan_reply(&rq->am, status, &b);
+		rq->am.scan = NULL; /* freed by the reply */
+		rq->big = b.p;
+		rq->reply_len = (unsigned)b.len;
 	} else if (rq->steps) {
 		struct buf b = { 0 };
 
@@ -278,8 +289,31 @@ static void dispatch(const struct request_ctx *x,
 			 rq);
 	if (o->reqid.len)
 		account_msg_set_reqid(&rq->am, o->reqid.p, o->reqid.len);
+	if (o->value.p) /* SET of a string */
+		account_step_set_str(&rq->am.one, o->value.p, o->value.len);
 	request_enqueue(x, rq);
 	request_send(x, rq);
+}
+
+/* SCAN: one message to the group it lists (bank_group_key). */
+static void dispatch_scan(const struct request_ctx *x,
+			  const struct command_outcome *o)
+{
+	struct request *rq = request_new(x);
+	struct buf b = { 0 };
+	int ret;
+
+	account_msg_init(&rq->am, OP_SCAN, "", 0, 0, rq);
+	rq->am.scan = o->scan;
+	request_enqueue(x, rq);
+	ret = agr_dispatcher_send(x->disp, &rq->am.msg);
+	if (ret >= 0)
+		return;
+	command_scan_reply(&rq->am, ret, &b); /* frees the scan */
+	buf_free(&b);
+	rq->am.scan = NULL;
+	rq->reply_len = (unsigned)command_refused_reply(ret, rq->reply);
+	rq->ready = true;
 }
 
 /* TRANSFER: a saga that starts with the debit (ledger_accounts.h). */
@@ -292,6 +326,8 @@ static void dispatch_transfer(const struct request_ctx *x,
 
 	transfer_init(t, o->key.p, o->key.len, o->key2.p, o->key2.len,
 		      o->amount, rq);
+	if (o->reqid.len)
+		transfer_set_reqid(t, o->reqid.p, o->reqid.len);
 	rq->xfer = t;
 	request_enqueue(x, rq);
 	ret = agr_dispatcher_send(x->disp, &t->debit.msg);
@@ -310,6 +346,10 @@ static void dispatch_txn(const struct request_ctx *x,
 	rq->steps = o->steps;
 	account_msg_init_steps(&rq->am, o->key.p, o->key.len, o->steps,
 			       o->nsteps, rq);
+	if (o->reqid.len)
+		account_msg_set_reqid(&rq->am, o->reqid.p, o->reqid.len);
+	rq->am.watches = o->watches; /* the request's now */
+	rq->am.nwatches = o->nwatches;
 	request_enqueue(x, rq);
 	request_send(x, rq);
 }
@@ -330,6 +370,7 @@ static void dispatch_keys(const struct request_ctx *x,
 	if (o->count) {
 		parent = request_new(x);
 		parent->children = 1; /* a guard, until every key is sent */
+		parent->ok = o->op == OP_WATCH;
 	} else {
 		requests_reply(x, head, resp_encode_array(head, sizeof(head),
 						      (size_t)cmd->argc - 1));
@@ -346,12 +387,15 @@ static void dispatch_keys(const struct request_ctx *x,
 			continue;
 		}
 		account_msg_init(&rq->am, o->op, k->p, k->len, 0, rq);
+		if (o->watches) /* WATCH: the message fills it in */
+			rq->am.watch = o->watches[i - 1];
 		if (parent) {
 			rq->parent = parent;
 			parent->children++;
 		}
 		request_send(x, rq);
 	}
+	free(o->watches); /* the references are the messages' now */
 	if (parent) {
 		request_enqueue(x, parent);
 		if (--parent->children == 0)
@@ -375,6 +419,9 @@ void requests_dispatch(const struct request_ctx *x,
 		break;
 	case COMMAND_TRANSFER:
 		dispatch_transfer(x, o);
+		break;
+	case COMMAND_SCAN:
+		dispatch_scan(x, o);
 		break;
 	case COMMAND_REPLY:
 	case COMMAND_QUIT:

@@ -270,6 +270,7 @@ static void start_dispatcher(struct server *srv)
 		.owns_supplier = true,
 		.on_complete = front_completed,
 		.complete_arg = srv->front,
+		.group_key = bank_group_key, /* SCAN names its group */
 		/*
 		 * Only when asked: two clock reads and a shared depth count
 		 * per message are little next to an fdatasync, but without

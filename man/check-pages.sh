@@ -67,12 +67,17 @@ done
 # ---- one page per exported function ----
 # The shared library's dynamic symbols are the truth; without one (a
 # static-only build), the declarations in the public headers.
+# libaggring-redis (built when hiredis is found) counts as well.
 lib=$top_builddir/.libs/libaggring.so
+redis_lib=$top_builddir/.libs/libaggring-redis.so
 if [ -f "$lib" ] && command -v nm >/dev/null 2>&1; then
-	names=$(nm -D --defined-only "$lib" |
+	libs=$lib
+	[ -f "$redis_lib" ] && libs="$libs $redis_lib"
+	# shellcheck disable=SC2086 # two file names, split on purpose
+	names=$(for l in $libs; do nm -D --defined-only "$l"; done |
 		awk '$2 ~ /^[TW]$/ { sub(/@.*/, "", $3) }
 		     $2 ~ /^[TW]$/ && $3 ~ /^agr_/ && $3 !~ /^agr__/ { print $3 }')
-	from=$lib
+	from=$libs
 else
 	names=$(sed -n 's/^AGR_API[^(]*[ *]\(agr_[a-z0-9_]*\)(.*/\1/p' \
 		"$top_srcdir"/include/aggring/*.h)

@@ -47,17 +47,14 @@ AGR_API void agr_set_log_hook(agr_log_fn fn, void *arg)
 	pthread_mutex_unlock(&log_lock);
 }
 
-void agr__log(agr_log_level level, const char *fmt, ...)
+__attribute__((format(printf, 2, 0)))
+static void log_line(agr_log_level level, const char *fmt, va_list ap)
 {
 	char line[512];
-	va_list ap;
 	agr_log_fn fn;
 	void *arg;
 
-	va_start(ap, fmt);
 	vsnprintf(line, sizeof(line), fmt, ap);
-	va_end(ap);
-
 	if (thread_fn) {
 		thread_fn(level, line, thread_arg);
 		return;
@@ -67,6 +64,24 @@ void agr__log(agr_log_level level, const char *fmt, ...)
 	arg = log_arg;
 	pthread_mutex_unlock(&log_lock);
 	fn(level, line, arg);
+}
+
+void agr__log(agr_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, fmt, ap);
+	va_end(ap);
+}
+
+AGR_API void agr_log(agr_log_level level, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	log_line(level, fmt, ap);
+	va_end(ap);
 }
 
 void agr__log_set_thread_hook(agr_log_fn fn, void *arg)

@@ -2,8 +2,9 @@
 /*
  * check_ledger_record.c - ledger_server's journal records and account
  * tables on their own (examples/ledger_record.c, ledger_accounts.c):
- * every kind of record (a delta, "+0", a close, a request id, a
- * transfer's debit, credit and refund) encodes and parses back; a
+ * every kind of record (a delta, "+0", a close, a string, a request
+ * id, a transaction's results, a transfer's debit, credit and refund,
+ * a client's transfer id) encodes and parses back; a
  * changed byte, a bad CRC or a malformed tag is refused; and the
  * tables, under random deltas and closes, hold exactly what a simple
  * model holds (closing uses backward-shift deletion, whose mistakes
@@ -80,6 +81,76 @@ START_TEST(every_kind_round_trips)
 }
 END_TEST
 
+static struct record make_string(const char *key, const void *v, size_t n)
+{
+	struct record r = make(RECORD_STRING, key, 0, 0, "", "");
+
+	memcpy(r.value, v, n);
+	r.value_len = (unsigned)n;
+	return r;
+}
+
+/* Any bytes, spaces and newlines included, as two hex digits each. */
+START_TEST(strings_round_trip)
+{
+	char line[RECORD_MAX], big[VALUE_MAX];
+	struct record r, out;
+	size_t n;
+
+	r = make_string("key:1", "xxx", 3);
+	round_trip(&r, "key:1 =787878");
+	r = make_string("e", "", 0);
+	round_trip(&r, "e =");
+	r = make_string("bin", "a b\n\0\xff", 6);
+	round_trip(&r, "bin =6120620a00ff");
+	n = record_encode(line, &r);
+	ck_assert(record_parse(line, n, &out));
+	ck_assert_int_eq(out.kind, RECORD_STRING);
+	ck_assert_uint_eq(out.value_len, 6);
+	ck_assert_int_eq(memcmp(out.value, "a b\n\0\xff", 6), 0);
+	r = make_string("s", "OK", 2);
+	r.reply = 's';
+	snprintf(r.reqid, sizeof(r.reqid), "set-1");
+	round_trip(&r, "s =4f4b #s:set-1");
+	/* The longest value fits a record, and comes back whole. */
+	memset(big, 0xa5, sizeof(big));
+	r = make_string("big", big, sizeof(big));
+	n = record_encode(line, &r);
+	ck_assert_uint_le(n, RECORD_MAX);
+	ck_assert(record_parse(line, n, &out));
+	ck_assert_uint_eq(out.value_len, VALUE_MAX);
+	ck_assert_int_eq(memcmp(out.value, big, VALUE_MAX), 0);
+	/* A delta after a string carries none of it. */
+	ck_assert(record_parse(line, record_seal(line, "big +1"), &out));
+	ck_assert_int_eq(out.kind, RECORD_DELTA);
+	ck_assert_uint_eq(out.value_len, 0);
+}
+END_TEST
+
+/*
+ * A transaction's id may hold ':' (its results cannot); a client's
+ * transfer id is its own, after '@'.
+ */
+START_TEST(transaction_and_client_transfer_tags_round_trip)
+{
+	char line[RECORD_MAX];
+	struct record r, out;
+	size_t n;
+
+	r = make(RECORD_DELTA, "a", 5, 'x', "txn:1:b", "");
+	snprintf(r.results, sizeof(r.results), "cc5,ad5,eg=787878");
+	round_trip(&r, "a +5 #x:txn:1:b:cc5,ad5,eg=787878");
+	n = record_encode(line, &r);
+	ck_assert(record_parse(line, n, &out));
+	ck_assert_str_eq(out.reqid, "txn:1:b");
+	ck_assert_str_eq(out.results, "cc5,ad5,eg=787878");
+	r = make(RECORD_DELTA, "from:1", -3, 'd', "@pay-7", "to:2");
+	round_trip(&r, "from:1 -3 #d:@pay-7:to:2");
+	r = make(RECORD_DELTA, "from:1", 3, 'r', "@pay-7", "");
+	round_trip(&r, "from:1 +3 #r:@pay-7");
+}
+END_TEST
+
 START_TEST(damage_is_refused)
 {
 	struct record r = make(RECORD_DELTA, "bob", 42, 'c', "id", ""), out;
@@ -102,6 +173,8 @@ START_TEST(malformed_lines_are_refused)
 		"a +5 #c:",   "a +5 #d:id",   "a +5 #d:id:",  "a +5 #c:id x",
 		"a +5 c:id",  "a closed",     "two words +1", " +1",
 		"a +1 #t:id", "a +9223372036854775808",
+		"a =7",	      "a =7G",	      "a =4F4B",      "a =78 x",
+		"a +5 #x:id:", "a +5 #x::cc1", "a +5 #x:id:c c",
 	};
 	char line[RECORD_MAX];
 	struct record out;
@@ -195,16 +268,51 @@ START_TEST(tables_match_a_model)
 }
 END_TEST
 
+/*
+ * A key holds a string or a balance: a string's balance is 0, a delta
+ * makes it an account again, a close removes it.
+ */
+START_TEST(strings_in_the_tables)
+{
+	struct accounts *a = accounts_new(4);
+	struct tally t = { 0, 0 };
+	struct record r;
+
+	r = make(RECORD_DELTA, "k", 40, 0, "", "");
+	ck_assert(accounts_apply(a, &r));
+	r = make_string("k", "hello", 5);
+	ck_assert(accounts_apply(a, &r));
+	accounts_each(a, count, &t);
+	ck_assert_int_eq(t.n, 1);
+	ck_assert_int_eq(t.sum, 0); /* a string holds no money */
+	r = make(RECORD_DELTA, "k", 7, 0, "", "");
+	ck_assert(accounts_apply(a, &r));
+	t = (struct tally){ 0, 0 };
+	accounts_each(a, count, &t);
+	ck_assert_int_eq(t.sum, 7); /* from 0, not 40 */
+	r = make_string("s", "x", 1);
+	ck_assert(accounts_apply(a, &r));
+	ck_assert_uint_eq(accounts_count(a), 2);
+	r = make(RECORD_CLOSE, "s", 0, 0, "", "");
+	ck_assert(accounts_apply(a, &r));
+	ck_assert_uint_eq(accounts_count(a), 1);
+	accounts_free(a);
+}
+END_TEST
+
 static Suite *record_suite(void)
 {
 	Suite *s = suite_create("ledger_record");
 	TCase *tc = tcase_create("record");
 
 	tcase_add_test(tc, every_kind_round_trips);
+	tcase_add_test(tc, strings_round_trip);
+	tcase_add_test(tc, transaction_and_client_transfer_tags_round_trip);
 	tcase_add_test(tc, damage_is_refused);
 	tcase_add_test(tc, malformed_lines_are_refused);
 	tcase_add_test(tc, plain_record_after_a_tagged_one_has_no_tag);
 	tcase_add_test(tc, tables_match_a_model);
+	tcase_add_test(tc, strings_in_the_tables);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -10,7 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define CRASH_RECORD_MAX 384 /* ledger_server's RECORD_MAX */
+#define CRASH_RECORD_MAX 1920 /* ledger_server's RECORD_MAX */
 
 struct crash_replayed {
 	uint64_t end;	     /* journal-0.log's whole records end here */

@@ -105,8 +105,15 @@ def data_commands(r):
     check("DEL", r.delete("py:a", "py:none"), 1)
     check("DEL closed it", (r.get("py:a"), r.exists("py:a")), (None, 0))
     check("DBSIZE", r.dbsize(), n - 1)
-    raises("SET a word", redis.ResponseError, lambda: r.set("py:b", "x"),
-           "not an integer")
+    check("SET a string", r.set("py:b", "x y\r\nz"), True)
+    check("GET it", r.get("py:b"), b"x y\r\nz")
+    raises("INCRBY a string", redis.ResponseError,
+           lambda: r.incrby("py:b", 1), "value is not an integer")
+    check("the string unchanged", r.get("py:b"), b"x y\r\nz")
+    raises("a string over 256 bytes", redis.ResponseError,
+           lambda: r.set("py:b", "s" * 257), "string value too long")
+    check("SET a balance over a string", r.set("py:b", 3), True)
+    check("an account again", r.incrby("py:b", 1), 4)
     big = "e" * (MAX_BULK - 100)
     check("ECHO near the bulk limit", r.echo(big), big.encode())
 
@@ -180,6 +187,118 @@ def retries(r):
     check("applied once each", r.get("py:id"), b"90")
 
 
+def raw_client():
+    """A connection of redis-py's own, for commands its API lacks
+    (MULTI REQID): replies read in order, errors returned, not raised."""
+    c = client().connection_pool.get_connection("_")
+
+    def cmd(*args):
+        c.send_command(*args)
+        try:
+            return c.read_response()
+        except redis.ResponseError as e:
+            return e
+    return cmd
+
+
+def id_retries(r):
+    """TRANSFER and MULTI with a request id: a retry answers the first
+    reply and applies nothing."""
+    r.set("py:src", 100)
+    r.set("py:dst", 0)
+
+    def transfer(amount, rid):
+        return r.execute_command("TRANSFER", "py:src", "py:dst", amount,
+                                 "REQID", rid)
+    check("a transfer with a request id", transfer(30, "xfer-1"), 70)
+    check("its retry: the first reply", transfer(30, "xfer-1"), 70)
+    check("another id applies", transfer(5, "xfer-2"), 65)
+    check("applied once each", r.mget("py:src", "py:dst"), [b"65", b"35"])
+    raises("a transfer's id with ':'", redis.ResponseError,
+           lambda: transfer(1, "a:b"), "no ':'")
+    cmd = raw_client()
+    txn = [("MULTI", "REQID", "txn-1"), ("INCRBY", "py:src", 10),
+           ("DECRBY", "py:src", 1000), ("GET", "py:src"), ("EXEC",)]
+    first = [cmd(*c) for c in txn]
+    check("MULTI REQID: queued", first[:4],
+          [b"OK", b"QUEUED", b"QUEUED", b"QUEUED"])
+    check("its EXEC", first[4][0::2], [75, b"75"])
+    check("its refused step", "insufficient funds" in str(first[4][1]), True)
+    again = [cmd(*c) for c in txn]
+    check("the retried transaction: the first reply",
+          [again[4][0], str(again[4][1]), again[4][2]],
+          [first[4][0], str(first[4][1]), first[4][2]])
+    check("applied once", r.get("py:src"), b"75")
+    other = [cmd(*c) for c in [("MULTI", "REQID", "txn-1"),
+                               ("INCRBY", "py:src", 1), ("EXEC",)]]
+    check("the id of another transaction: refused",
+          "names another request" in str(other[2]), True)
+    check("nothing applied", r.get("py:src"), b"75")
+
+
+def watches(r):
+    """WATCH as redis-py's optimistic locking uses it."""
+    r.set("py:w", 10)
+    other = client()
+    with r.pipeline() as p:
+        p.watch("py:w")
+        v = int(p.get("py:w"))
+        other.incrby("py:w", 1)  # a change after WATCH
+        p.multi()
+        p.set("py:w", v * 2)
+        raises("EXEC after a watched change", redis.WatchError, p.execute)
+    check("nothing of it applied", r.get("py:w"), b"11")
+    with r.pipeline() as p:
+        p.watch("py:w")
+        v = int(p.get("py:w"))
+        p.multi()
+        p.set("py:w", v * 2)
+        check("EXEC with the watched key unchanged", p.execute(), [True])
+    check("applied", r.get("py:w"), b"22")
+    with r.pipeline() as p:  # a key that does not exist yet
+        p.watch("py:w:new")
+        other.set("py:w:new", 1)
+        p.multi()
+        p.incrby("py:w:new", 5)
+        raises("a watched key created", redis.WatchError, p.execute)
+    cmd = raw_client()
+    got = [cmd(*c) for c in [("WATCH", "py:w"), ("UNWATCH",),
+                             ("INCR", "py:w"), ("MULTI",), ("INCR", "py:w"),
+                             ("EXEC",)]]
+    check("UNWATCH: EXEC runs", got[5], [24])
+    # Pipelined in one write: the WATCH is read on the key's group
+    # before the EXEC that follows it on the same connection.
+    check("WATCH, MULTI, INCR, EXEC in one write",
+          authed_exchange(b"WATCH py:w\r\nMULTI\r\nINCR py:w\r\n"
+                          b"EXEC\r\nQUIT\r\n"),
+          b"+OK\r\n+OK\r\n+QUEUED\r\n*1\r\n:25\r\n+OK\r\n")
+    check("a pipelined write after WATCH aborts EXEC",
+          authed_exchange(b"WATCH py:w\r\nINCR py:w\r\nMULTI\r\n"
+                          b"INCR py:w\r\nEXEC\r\nGET py:w\r\nQUIT\r\n"),
+          b"+OK\r\n:26\r\n+OK\r\n+QUEUED\r\n*-1\r\n$2\r\n26\r\n"
+          b"+OK\r\n")
+    got = [cmd(*c) for c in [("WATCH", "py:w", "py:other"), ("MULTI",),
+                             ("INCR", "py:w"), ("EXEC",)]]
+    check("watching another account: CROSSSLOT",
+          "CROSSSLOT" in str(got[3]), True)
+    check("nothing applied", r.get("py:w"), b"26")
+
+
+def scans(r):
+    for i in range(50):
+        r.set("py:scan:%d" % i, "v%d" % i)
+    keys = sorted(r.scan_iter(match="py:scan:*", count=10))
+    check("SCAN MATCH: each key once",
+          keys, sorted(b"py:scan:%d" % i for i in range(50)))
+    check("SCAN TYPE hash: none", list(r.scan_iter(match="py:scan:*",
+                                                   _type="hash")), [])
+    check("TYPE", (r.type("py:scan:1"), r.type("py:none")),
+          (b"string", b"none"))
+    check("STRLEN", (r.strlen("py:scan:10"), r.strlen("py:w")), (3, 2))
+    check("the keys' values", r.mget("py:scan:7", "py:scan:49"),
+          [b"v7", b"v49"])
+
+
 def window(r):
     """The ids of an account's last 32 changes are remembered: a 33rd
     change makes it forget the oldest, which then applies again."""
@@ -241,6 +360,9 @@ def main():
     pipelines(r)
     transactions(r)
     retries(r)
+    id_retries(r)
+    watches(r)
+    scans(r)
     window(r)
     limits()
     print("PASS")

@@ -121,6 +121,53 @@ bench -r 1000 SET key:__rand_int__ 42
 expect 6000 GET bench:one
 expect 2000 GET counter:__rand_int__ # -t incr without -r: one key
 
+# info_field NAME: its value in INFO.
+info_field() {
+	cli INFO | tr -d '\r' | sed -n "s/^$1://p"
+}
+
+echo "== redis-benchmark's own SET and GET: a 3-byte string value"
+# (Its bytes are random, drawn once per run.)
+changes=$(info_field journal_changes)
+bench -t ping,set,get,incr
+expect 3 STRLEN key:__rand_int__
+expect string TYPE key:__rand_int__
+expect 4000 GET counter:__rand_int__
+# Every INCR a change of its own, the SETs of the same value none more
+# than the first: an error reply would have left one out.
+got=$(($(info_field journal_changes) - changes))
+[ "$got" -eq 2001 ] || fail "journal_changes grew by $got, want 2001"
+echo "ok: journal_changes +2001"
+bench -t ping,set,get,incr -r 1000
+bench -P 8 -t set,get -r 1000
+expect 4000 GET counter:__rand_int__
+# -r 1000: three runs of 2000 INCR spread over counter:000000000000..999.
+sum=$(cli --scan --pattern 'counter:0*' | sed 's/^/GET /' | cli |
+	awk '{ s += $1 } END { print s }')
+[ "$sum" = 6000 ] || fail "the counter:0* hold $sum, want 6000"
+echo "ok: the counter:0* hold 6000"
+n=$(cli --scan --pattern 'key:*' | wc -l)
+[ "$n" -gt 500 ] && [ "$n" -le 1001 ] || fail "--scan key:*: $n keys"
+# Each key:* holds a balance of the INCRBY or SET -r runs above, or 3
+# bytes of these (redis-benchmark's are printable).
+bad=$(cli --scan --pattern 'key:*' | sed 's/^/GET /' | cli |
+	awk 'length($0) != 3 && !/^[0-9]+$/')
+[ -z "$bad" ] || fail "a key:* holds neither a balance nor 3 bytes: $bad"
+echo "ok: each of the $n key:* holds a balance or 3 bytes"
+
+echo "== redis-cli --scan: each key once; --bigkeys"
+cli --scan >"$tmp/scan" || fail "--scan: $(cat "$tmp/scan")"
+[ "$(wc -l <"$tmp/scan")" -eq "$(cli DBSIZE)" ] ||
+	fail "--scan: $(wc -l <"$tmp/scan") keys, DBSIZE $(cli DBSIZE)"
+[ -z "$(sort "$tmp/scan" | uniq -d)" ] || fail "--scan: a key twice"
+echo "ok: --scan lists the $(cli DBSIZE) keys once each"
+cli --bigkeys >"$tmp/bigkeys" || fail "--bigkeys: $(cat "$tmp/bigkeys")"
+grep -q "^$(cli DBSIZE) strings with " "$tmp/bigkeys" ||
+	fail "--bigkeys: $(cat "$tmp/bigkeys")"
+grep -q "^Biggest string found " "$tmp/bigkeys" ||
+	fail "--bigkeys: $(cat "$tmp/bigkeys")"
+echo "ok: --bigkeys: $(grep '^Biggest string' "$tmp/bigkeys")"
+
 if [ -n "$python" ]; then
 	echo "== redis-py ($python)"
 	"$python" "$top_srcdir/tests/ledger_clients.py" "$port" "$pass" \
@@ -143,6 +190,16 @@ if [ -n "$python" ]; then
 	expect 5 INCRBY py:id 5 REQID dep-1
 	expect OK SET py:id 0 REQID set-1
 	expect 90 GET py:id
+	expect 70 TRANSFER py:src py:dst 30 REQID xfer-1
+	printf 'MULTI REQID txn-1\nINCRBY py:src 10\nDECRBY py:src 1000\nGET py:src\nEXEC\n' |
+		cli >"$tmp/multi"
+	[ "$(tr '\n' ' ' <"$tmp/multi")" = \
+		"OK QUEUED QUEUED QUEUED 75 ERR insufficient funds  75 " ] ||
+		fail "MULTI REQID txn-1 after the restart: $(cat "$tmp/multi")"
+	echo "ok: MULTI REQID txn-1 after the restart: its first reply"
+	expect 75 GET py:src
+	expect 35 GET py:dst
+	expect v7 GET py:scan:7
 	stop_server "$tmp/server1b.log"
 fi
 

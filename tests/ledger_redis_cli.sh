@@ -72,7 +72,6 @@ expect '' GET nobody
 
 echo "== bad requests get errors"
 expect "ERR unknown command 'FLUSHALL', with args beginning with: " FLUSHALL
-expect 'ERR value is not an integer or out of range' SET k v
 expect "ERR wrong number of arguments for 'get' command" GET
 expect "ERR wrong number of arguments for 'incrby' command" INCRBY alice
 expect 'ERR value is not an integer or out of range' INCRBY alice ten
@@ -106,6 +105,17 @@ expect 1 DEL dave nobody
 expect 0 EXISTS dave
 expect 'ERR a balance cannot be negative' SET carol -1
 
+echo "== a string value: SET, GET, TYPE, STRLEN; no arithmetic on it"
+expect OK SET greeting 'hello world'
+expect 'hello world' GET greeting
+expect string TYPE greeting
+expect 11 STRLEN greeting
+expect none TYPE nobody
+expect 'ERR value is not an integer or out of range' INCR greeting
+expect 'ERR value is not an integer or out of range' TRANSFER greeting bob 1
+expect 'hello world' GET greeting
+expect 5000 GET bob
+
 echo "== MULTI/EXEC on one account; over two, refused with nothing applied"
 printf 'MULTI\nINCRBY erin 10\nDECRBY erin 3\nGET erin\nEXEC\n' |
 	redis-cli -p "$port" >"$tmp/multi" 2>&1
@@ -121,17 +131,18 @@ echo "== a graceful stop, then a restart replays the journal"
 stop_server "$tmp/server1.log"
 start "$tmp/server2.log"
 cat "$tmp/server2.log"
-grep -q 'replayed 1009 events' "$tmp/server2.log" ||
-	fail "expected 1009 events replayed"
+grep -q 'replayed 1010 events' "$tmp/server2.log" ||
+	fail "expected 1010 events replayed"
 expect 70 GET alice
 expect 5000 GET bob
 expect '' GET nobody
 expect 42 GET carol
 expect 7 GET erin
+expect 'hello world' GET greeting
 expect '' GET dave
 expect 5001 INCRBY bob 1
 stop_server "$tmp/server2.log"
 "$server" --verify --dir "$tmp/data" --dump "$tmp/dump" || fail "verify"
-sort "$tmp/dump" | tr '\n' ' ' | grep -qx 'alice 70 bob 5001 carol 42 erin 7 ' ||
+sort "$tmp/dump" | tr '\n' ' ' | grep -qx 'alice 70 bob 5001 carol 42 erin 7 greeting 0 ' ||
 	fail "journal holds: $(tr '\n' ' ' <"$tmp/dump")"
 echo "PASS"

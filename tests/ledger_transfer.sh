@@ -1,9 +1,11 @@
 #!/bin/sh
 # TRANSFER as a saga across two accounts' groups: settled, refused,
 # refunded; a crash (SIGKILL, --crash-after) at each step, then a
-# restart that finishes or compensates the open transfer; and many
-# concurrent transfers, after which the sum of the balances is what it
-# was. Exit 0 pass, 1 fail, 77 skip (no redis-cli or no io_uring).
+# restart that finishes or compensates the open transfer, and the
+# client's retry under the same REQID, which answers the first reply and
+# applies nothing; and many concurrent transfers, after which the sum of
+# the balances is what it was. Exit 0 pass, 1 fail, 77 skip (no
+# redis-cli or no io_uring).
 set -u
 
 if ! command -v redis-cli >/dev/null 2>&1; then
@@ -79,7 +81,7 @@ for step in debit credit refusal; do
 	expect OK SET c $big
 	to=b
 	[ $step = refusal ] && to=c
-	redis-cli -p "$port" TRANSFER a $to 30 >/dev/null 2>&1
+	redis-cli -p "$port" TRANSFER a $to 30 REQID pay-$step >/dev/null 2>&1
 	crashed
 	case $step in
 	debit) open="1 open transfers (30 in flight), 0 torn bytes" ;;
@@ -102,6 +104,14 @@ for step in debit credit refusal; do
 		sleep 0.05
 	done
 	echo "ok: MGET a $to -> $want"
+	# The client's retry after the crash: the first reply, applied once.
+	case $step in
+	refusal) first='ERR transfer refused by the destination; refunded' ;;
+	*) first=70 ;;
+	esac
+	balances=$want # (expect sets want)
+	expect "$first" TRANSFER a $to 30 REQID pay-$step
+	expect "$balances" MGET a $to
 	stop_server "$tmp/$step-2.log"
 	verify "$d" "0 open transfers (0 in flight), 0 torn bytes: OK"
 done

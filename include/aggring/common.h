@@ -55,6 +55,15 @@ typedef void (*agr_log_fn)(agr_log_level level, const char *msg, void *arg);
  */
 AGR_API void agr_set_log_hook(agr_log_fn fn, void *arg);
 
+/*
+ * Writes one printf-style line through the hook, as the library's own
+ * lines go (a supplier's hook on its workers' threads), cut at 511
+ * bytes: for modules built on aggring, such as libaggring-redis, whose
+ * diagnostics belong with the library's. Any thread.
+ */
+AGR_API void agr_log(agr_log_level level, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
 /* A short description of a negative errno returned by aggring. */
 AGR_API const char *agr_strerror(int err);
 

@@ -12,13 +12,19 @@
  * Commands are pipelined: each call appends the command to the
  * connection's output, and what was appended during one turn of the
  * worker's loop goes out in one send. Replies are parsed with hiredis's
- * reader and come back in order, one callback per command.
+ * reader, one callback per command, in the order the commands were
+ * issued on each connection: in cluster mode, commands to different
+ * masters complete in no fixed order, and a redirected command
+ * completes after those sent behind it.
  *
  * Cluster mode reads the slot map with CLUSTER SHARDS (CLUSTER SLOTS
  * before Redis 7), sends each command to the master of its key's slot
  * (CRC16 of the key or of its {hash tag}, mod 16384), follows MOVED
  * (and refreshes the map) and ASK (ASKING first), and after a node's
- * connection fails reconnects and refreshes the map.
+ * connection fails reconnects and refreshes the map (after each failed
+ * attempt too). Commands not yet sent on the failed connection wait for
+ * it, up to connect_timeout_ns, even if a replica took over meanwhile;
+ * later ones follow the new map.
  *
  * Blocking commands (XREADGROUP ... BLOCK, BLPOP) hold up every command
  * pipelined behind them on the same connection: give them a client of
@@ -52,8 +58,12 @@ typedef struct agr_redis_options {
 	unsigned max_redirects;	    /* MOVED/ASK hops per command; 0: 5 */
 	uint64_t connect_timeout_ns; /* 0: 5 s */
 	uint64_t reconnect_delay_ns; /* between attempts; 0: 100 ms */
-	const char *name;     /* CLIENT SETNAME and log lines; NULL:
+	const char *name;     /* CLIENT SETNAME, without blanks; NULL:
 			       * "aggring" */
+	const char *username; /* ACL user (Redis 6+): AUTH username
+			       * password; NULL: AUTH password alone */
+	const char *password; /* AUTH on each connection before anything
+			       * else; NULL: none */
 	uint64_t reserved[8];
 } agr_redis_options;
 
@@ -64,8 +74,10 @@ AGR_API void agr_redis_options_init(agr_redis_options *o);
 /*
  * Makes a client on worker `w`; must be called on w's thread. The
  * connection is made asynchronously: commands issued before it is up
- * wait for it. Returns 0, -EINVAL (and a log line naming the field),
- * -ENOMEM, or -EPERM when not called on `w`.
+ * wait for it. A host that is not numeric is resolved with getaddrinfo
+ * on the worker at each attempt to connect: prefer an address. The
+ * option strings are copied. Returns 0, -EINVAL (and a log line naming
+ * the field), -ENOMEM, or -EPERM when not called on `w`.
  */
 AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
 			  agr_redis **out);
@@ -79,7 +91,13 @@ AGR_API int agr_redis_new(agr_worker *w, const agr_redis_options *o,
  *               may or may not have run;
  *  -ETIMEDOUT   no connection could be made within connect_timeout_ns;
  *  -ELOOP       more than max_redirects redirections;
+ *  -ENXIO       (cluster) no master serves the key's slot;
+ *  -EPROTO      the slot map could not be read (a reply of an unknown
+ *               shape; logged);
+ *  -ENOMEM      memory ran out while the command was redirected;
  *  -ECANCELED   the client was closed, or its worker is being stopped.
+ * TRYAGAIN and CLUSTERDOWN are replies (REDIS_REPLY_ERROR), not retried.
+ * The callback may issue commands and may close the client.
  */
 typedef void (*agr_redis_reply_fn)(agr_redis *r, const struct redisReply *reply,
 				   int err, void *arg);
@@ -98,12 +116,14 @@ AGR_API int agr_redis_command_argv(agr_redis *r, const char *key,
 
 /*
  * The same with a hiredis format (redisFormatCommand: %s, %b with a
- * pointer and a size_t, %d, %lld ...); the key is given apart.
+ * pointer and a size_t, %d, %lld ...; each space-separated word is one
+ * argument); the key, a C string, is given apart (NULL: any node). No
+ * printf format attribute: the compiler would reject %b. Also -EINVAL
+ * for a format hiredis refuses.
  */
 AGR_API int agr_redis_command(agr_redis *r, const char *key,
 			      agr_redis_reply_fn cb, void *arg,
-			      const char *fmt, ...)
-	__attribute__((format(printf, 5, 6)));
+			      const char *fmt, ...);
 
 /* The cluster slot of a key, 0..16383, with {hash tag} rules. */
 AGR_API unsigned agr_redis_key_slot(const char *key, size_t len);
@@ -112,7 +132,9 @@ AGR_API unsigned agr_redis_key_slot(const char *key, size_t len);
  * Closes the client: commands not yet answered complete with
  * -ECANCELED, the sockets close, and done(arg) runs on the worker once
  * nothing refers to the client any more (then it is freed). Safe to
- * call once; done may be NULL.
+ * call once; done may be NULL. A client keeps a receive in flight on
+ * its worker's ring, so a graceful stop of its supplier waits for the
+ * close: close clients first.
  */
 AGR_API void agr_redis_close(agr_redis *r, void (*done)(void *arg),
 			     void *arg);
