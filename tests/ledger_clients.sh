@@ -31,11 +31,11 @@ trap cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # A python3 with the redis module: Debian's, even under a pyenv shim.
-# redis.Redis, not just "redis": the build directory's redis/ (cwd) is
-# a namespace package to a python3 without the module.
+# redis.client, not redis: -c looks in the current directory first, and
+# a build directory's redis/ (libaggring-redis) imports as a namespace.
 python=
 for p in python3 /usr/bin/python3; do
-	if "$p" -c 'import redis; redis.Redis' 2>/dev/null; then
+	if "$p" -c 'import redis.client' 2>/dev/null; then
 		python=$p
 		break
 	fi
