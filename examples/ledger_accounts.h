@@ -17,9 +17,11 @@
  * - the reply of a change goes out only once its record is durable
  *   (bank_completed holds it until then); batches become durable in
  *   order, so the records before it are too;
- * - a message that journals nothing (GET, EXISTS, a refusal, a retry
- *   answered again) waits likewise for the batch of the account's last
- *   change (or of its group's last close, for an account not there);
+ * - a message that journals nothing (GET, EXISTS, WATCH, a refusal, a
+ *   retry answered again, EXEC aborted by a watched change) waits
+ *   likewise for the batch of the account's last change (or of its
+ *   group's last close, for an account not there); SCAN waits for its
+ *   group's last change;
  * - if a batch fails, the journal fails for good: every reply waiting
  *   on it or later says so, no change is accepted any more, and every
  *   message on an account that batch or a later one touched fails too
@@ -29,7 +31,9 @@
  *   would need an undo per change; refusing is simpler, and a failed
  *   journal stops the service anyway.)
  * DBSIZE and INFO count accounts in memory, so they may include one
- * whose creation is not durable yet.
+ * whose creation is not durable yet. WATCH compares changes as they are
+ * applied, durable or not, as Redis's WATCH sees a change when it is
+ * made: a transaction aborted by one waits for it like a read.
  * Transfers' messages are the exception: each holds its group until
  * its record is durable, because its handler sends the saga's next step.
  *
@@ -202,7 +206,11 @@ struct account_msg {
 	unsigned nwatches;
 	struct account_scan *scan; /* OP_SCAN */
 	char *results;		  /* the bank's: a transaction's, encoded */
-	const char *after_str;	  /* the bank's: the string after the steps */
+	/*
+	 * The bank's, only while the message runs: the string after the
+	 * steps, a step's or the account's own (gone with its next change).
+	 */
+	const char *after_str;
 	unsigned after_str_len;
 	bool after_exists;	 /* the account after the steps */
 	long long after_balance;
@@ -309,8 +317,9 @@ static inline struct account_msg *account_msg_of(agr_message *msg)
 struct bank;
 
 /*
- * Registers the account handler on `disp` (not started yet) over `accounts` (one table per group of disp; the bank
- * takes them). The journals are opened with bank_journal() before the
+ * Registers the account handler on `disp` (not started yet) over
+ * `accounts` (one table per group of disp; the bank takes them). The
+ * journals are opened with bank_journal() before the
  * dispatcher starts. Returns the bank; a failure ends the program.
  */
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts);
