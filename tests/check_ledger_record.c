@@ -466,44 +466,111 @@ static void wait_handled(agr_dispatcher *d, uint64_t n)
 	}
 }
 
+#define HELD_MSGS 20
+
 /*
- * Deposits gathered behind a batch in flight; that batch becomes
- * durable, the next one is queued to start, and a forced stop comes
- * first: every held reply still completes exactly once, the first
- * durably and the rest failed (journal_failed), and nothing leaks.
+ * n deposits on one account, msgs[0]'s write in flight into a full
+ * pipe (returned: its read end) and the others gathered behind it,
+ * every reply held; msgs[n] is a GET of another account, not sent.
  */
-START_TEST(a_forced_stop_fails_every_held_reply)
+static int held_up(struct bank_rig *g, unsigned n)
 {
-	const struct journal_trace trace = { held_issued, held_completed,
-					     NULL };
-	struct bank_rig g;
-	unsigned i, n = 20, seen[21] = { 0 };
-	char cmd[128];
+	static const struct journal_trace trace = { held_issued,
+						    held_completed, NULL };
+	unsigned i;
 	int rd;
 
-	if (!bank_up(&g))
-		return;
-	held = (struct held){ .g = &g, .get = n };
+	held = (struct held){ .g = g, .get = n };
 	tu_latch_init(&held.issued, 1);
 	tu_latch_init(&held.written, 1);
 	tu_latch_init(&held.resume, 1);
 	tu_latch_init(&held.in_get, 1);
 	tu_latch_init(&held.go_on, 1);
-	g.done.fn = held_done;
-	rd = journal_onto_full_pipe(bank_journal(g.bank, 0));
-	journal_set_trace(bank_journal(g.bank, 0), &trace);
-	tu_latch_init(&g.latch, (int)n + 1);
+	g->done.fn = held_done;
+	rd = journal_onto_full_pipe(bank_journal(g->bank, 0));
+	journal_set_trace(bank_journal(g->bank, 0), &trace);
 	for (i = 0; i < n; i++)
-		account_msg_init(&g.msgs[i], OP_DEPOSIT, "hot", 3, 1, NULL);
-	account_msg_init(&g.msgs[n], OP_GET, "cold", 4, 0, NULL);
-	/* msgs[0]'s write in flight, the others gathered behind it. */
-	ck_assert_int_eq(agr_dispatcher_send(g.disp, &g.msgs[0].msg), 0);
+		account_msg_init(&g->msgs[i], OP_DEPOSIT, "hot", 3, 1, NULL);
+	account_msg_init(&g->msgs[n], OP_GET, "cold", 4, 0, NULL);
+	ck_assert_int_eq(agr_dispatcher_send(g->disp, &g->msgs[0].msg), 0);
 	ck_assert(tu_latch_wait(&held.issued, TU_LONG_NS));
 	for (i = 1; i < n; i++)
-		ck_assert_int_eq(agr_dispatcher_send(g.disp, &g.msgs[i].msg),
+		ck_assert_int_eq(agr_dispatcher_send(g->disp, &g->msgs[i].msg),
 				 0);
-	wait_handled(g.disp, n);
-	ck_assert_uint_eq(g.ncompleted, 0); /* every reply is held */
+	wait_handled(g->disp, n);
+	ck_assert_uint_eq(g->ncompleted, 0);
+	return rd;
+}
+
+/*
+ * After the forced stop: waits for `n` completions, frees the bank,
+ * and checks that each message completed exactly once.
+ */
+static void held_down(struct bank_rig *g, int rd, unsigned n)
+{
+	unsigned i, seen[HELD_MSGS + 1] = { 0 };
+	char cmd[128];
+
+	ck_assert(tu_latch_wait(&g->latch, TU_LONG_NS));
+	agr_dispatcher_free(g->disp);
+	bank_free(g->bank);
+	tu_assert_no_worker_failure();
+	ck_assert_uint_eq(g->ncompleted, n); /* none twice, none more */
+	for (i = 0; i < n; i++)
+		seen[g->order[i]]++;
+	for (i = 0; i < n; i++)
+		ck_assert_uint_eq(seen[i], 1);
+	tu_latch_destroy(&held.issued);
+	tu_latch_destroy(&held.written);
+	tu_latch_destroy(&held.resume);
+	tu_latch_destroy(&held.in_get);
+	tu_latch_destroy(&held.go_on);
+	tu_latch_destroy(&g->latch);
+	close(rd);
+	free(g->msgs);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/*
+ * A forced stop while a write is in flight: it is cancelled, and every
+ * held reply completes exactly once, failed (journal_failed), the one
+ * of the batch in flight and those gathered behind it.
+ */
+START_TEST(a_forced_stop_fails_the_replies_of_a_write_in_flight)
+{
+	struct bank_rig g;
+	unsigned i, n = HELD_MSGS;
+	int rd;
+
+	if (!bank_up(&g))
+		return;
+	tu_latch_init(&g.latch, (int)n);
+	rd = held_up(&g, n);
+	held.once = true; /* the write's completion is not held */
+	ck_assert_int_eq(agr_dispatcher_force_stop(g.disp), 0);
+	held_down(&g, rd, n);
+	for (i = 0; i < n; i++)
+		ck_assert(g.msgs[i].journal_failed);
+}
+END_TEST
+
+/*
+ * The batch in flight becomes durable, the next one is queued to start,
+ * and a forced stop comes first: the kick that would start it is
+ * dropped, yet every held reply still completes exactly once, the
+ * first durably and the rest failed, and nothing leaks.
+ */
+START_TEST(a_forced_stop_fails_the_replies_of_a_batch_not_started)
+{
+	struct bank_rig g;
+	unsigned i, n = HELD_MSGS;
+	int rd;
+
+	if (!bank_up(&g))
+		return;
+	tu_latch_init(&g.latch, (int)n + 1);
+	rd = held_up(&g, n);
 	/* The write completes; the worker waits before telling anyone. */
 	drain(rd);
 	ck_assert(tu_latch_wait(&held.written, TU_LONG_NS));
@@ -514,29 +581,11 @@ START_TEST(a_forced_stop_fails_every_held_reply)
 	ck_assert(tu_latch_wait(&held.in_get, TU_LONG_NS));
 	ck_assert_int_eq(agr_dispatcher_force_stop(g.disp), 0);
 	tu_latch_count_down(&held.go_on);
-	ck_assert(tu_latch_wait(&g.latch, TU_LONG_NS));
-	agr_dispatcher_free(g.disp);
-	bank_free(g.bank);
-	tu_assert_no_worker_failure();
-	ck_assert_uint_eq(g.ncompleted, n + 1); /* none twice, none more */
-	for (i = 0; i <= n; i++)
-		seen[g.order[i]]++;
-	for (i = 0; i <= n; i++)
-		ck_assert_uint_eq(seen[i], 1);
+	held_down(&g, rd, n + 1);
 	ck_assert(!g.msgs[0].journal_failed); /* durable before the stop */
 	for (i = 1; i < n; i++)
 		ck_assert(g.msgs[i].journal_failed);
 	ck_assert_int_eq(g.msgs[n].steps[0].result, ACCOUNT_MISSING);
-	tu_latch_destroy(&held.issued);
-	tu_latch_destroy(&held.written);
-	tu_latch_destroy(&held.resume);
-	tu_latch_destroy(&held.in_get);
-	tu_latch_destroy(&held.go_on);
-	tu_latch_destroy(&g.latch);
-	close(rd);
-	free(g.msgs);
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g.dir);
-	ck_assert_int_eq(system(cmd), 0);
 }
 END_TEST
 
@@ -591,7 +640,8 @@ static Suite *record_suite(void)
 	tc = tcase_create("bank");
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_accounts_changes_share_durable_writes);
-	tcase_add_test(tc, a_forced_stop_fails_every_held_reply);
+	tcase_add_test(tc, a_forced_stop_fails_the_replies_of_a_write_in_flight);
+	tcase_add_test(tc, a_forced_stop_fails_the_replies_of_a_batch_not_started);
 #ifdef AGR_FAULT_INJECTION
 	tcase_add_test(tc, a_failed_write_shows_nothing_it_held);
 #endif
