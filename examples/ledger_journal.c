@@ -327,8 +327,12 @@ static void finish_batch(struct journal *j, int status)
 
 static void journal_fail(struct journal *j, int err)
 {
-	fprintf(stderr, "ledger_server: journal write failed: %s; "
-		"no more events are accepted\n", strerror(-err));
+	if (err == -ECANCELED) /* a forced stop: not the disk's doing */
+		fprintf(stderr, "ledger_server: journal: a forced stop "
+			"cancelled the write in flight; its events fail\n");
+	else
+		fprintf(stderr, "ledger_server: journal write failed: %s; "
+			"no more events are accepted\n", strerror(-err));
 	j->error = err;
 	finish_batch(j, err);
 }
