@@ -235,6 +235,34 @@ static bool must_wait_for_zeros(const struct journal *j)
 
 static void journal_kick(void *arg);
 
+/* Fails every waiter of `b`, detached first: a waiter may append. */
+static void fail_batch(struct journal *j, struct journal_batch *b)
+{
+	struct commit_wait *w = b->head, *next;
+
+	batch_reset(b);
+	for (; w; w = next) {
+		next = w->next;
+		w->durable(w, j->error);
+	}
+}
+
+/*
+ * A forced stop dropped the kick before it ran: the gathered batch will
+ * never be written, so its waiters are told now (their held replies go
+ * out failed) and the journal takes nothing more. The worker is tearing
+ * down, or has ended: nothing else touches the journal.
+ */
+static void journal_kick_dropped(void *arg, int reason)
+{
+	struct journal *j = arg;
+
+	j->kicked = false;
+	if (!j->error)
+		j->error = reason;
+	fail_batch(j, j->filling);
+}
+
 /*
  * Starts the gathered batch at the end of this turn of the worker's
  * loop rather than now: the kick task queues behind the groups that are
@@ -247,20 +275,10 @@ static void journal_schedule(struct journal *j)
 	if (j->kicked || j->flushing || j->filling->count == 0)
 		return;
 	j->kicked = true;
-	if (agr_scheduler_schedule(j->sched, j->worker, journal_kick, j) < 0)
+	if (agr_scheduler_schedule_cancellable(j->sched, j->worker,
+					       journal_kick,
+					       journal_kick_dropped, j) < 0)
 		journal_kick(j); /* the scheduler is stopping: go now */
-}
-
-/* Fails every waiter of `b`, detached first: a waiter may append. */
-static void fail_batch(struct journal *j, struct journal_batch *b)
-{
-	struct commit_wait *w = b->head, *next;
-
-	batch_reset(b);
-	for (; w; w = next) {
-		next = w->next;
-		w->durable(w, j->error);
-	}
 }
 
 static void journal_kick(void *arg)
@@ -309,8 +327,12 @@ static void finish_batch(struct journal *j, int status)
 
 static void journal_fail(struct journal *j, int err)
 {
-	fprintf(stderr, "ledger_server: journal write failed: %s; "
-		"no more events are accepted\n", strerror(-err));
+	if (err == -ECANCELED) /* a forced stop: not the disk's doing */
+		fprintf(stderr, "ledger_server: journal: a forced stop "
+			"cancelled the write in flight; its events fail\n");
+	else
+		fprintf(stderr, "ledger_server: journal write failed: %s; "
+			"no more events are accepted\n", strerror(-err));
 	j->error = err;
 	finish_batch(j, err);
 }

@@ -10,13 +10,17 @@
  * model holds (closing uses backward-shift deletion, whose mistakes
  * would lose or duplicate accounts). The bank on a real journal: one
  * account's changes share durable writes, each completion comes only
- * once its record is durable, in order, and (with fault injection) a
- * failed write shows none of its changes to a later read.
+ * once its record is durable, in order, a forced stop with records
+ * waiting for their write still completes every held reply once,
+ * failed, and (with fault injection) a failed write shows none of its
+ * changes to a later read.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
 #endif
 
+#include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -556,6 +560,214 @@ START_TEST(strings_and_retries_in_one_batch)
 }
 END_TEST
 
+/* ---- a forced stop while records wait for their write ---- */
+
+/*
+ * Where the worker is held, so that the stop comes at a chosen point:
+ * after the first batch's write completed and before its waiters are
+ * told (completed), and in the completion of the message `get`.
+ */
+static struct held {
+	struct bank_rig *g;
+	unsigned get;
+	struct tu_latch issued, written, resume, in_get, go_on;
+	bool once;
+} held;
+
+static void held_issued(void *arg, enum journal_stream s, const void *p,
+			size_t len, uint64_t at, bool dsync)
+{
+	(void)arg, (void)p, (void)len, (void)at, (void)dsync;
+	if (s == JOURNAL_STREAM_BATCH && tu_latch_count(&held.issued) > 0)
+		tu_latch_count_down(&held.issued);
+}
+
+static void held_completed(void *arg, enum journal_stream s, int res)
+{
+	(void)arg, (void)res;
+	if (s != JOURNAL_STREAM_BATCH || held.once)
+		return;
+	held.once = true;
+	tu_latch_count_down(&held.written);
+	TU_EXPECT(tu_latch_wait(&held.resume, TU_LONG_NS));
+}
+
+static void held_done(agr_message *msg, int status, void *arg)
+{
+	bank_done(msg, status, arg);
+	if (account_msg_of(msg) != &held.g->msgs[held.get])
+		return;
+	tu_latch_count_down(&held.in_get);
+	TU_EXPECT(tu_latch_wait(&held.go_on, TU_LONG_NS));
+}
+
+/*
+ * The journal writes into a full pipe from now on: its write stays in
+ * flight until the pipe is read. Returns the read end.
+ */
+static int journal_onto_full_pipe(struct journal *j)
+{
+	char buf[4096] = { 0 };
+	int p[2], flags;
+
+	ck_assert_int_eq(pipe2(p, O_CLOEXEC | O_NONBLOCK), 0);
+	while (write(p[1], buf, sizeof(buf)) > 0)
+		;
+	ck_assert_int_eq(errno, EAGAIN);
+	flags = fcntl(p[1], F_GETFL);
+	ck_assert_int_eq(fcntl(p[1], F_SETFL, flags & ~O_NONBLOCK), 0);
+	ck_assert_int_ge(dup3(p[1], j->fd, O_CLOEXEC), 0);
+	close(p[1]);
+	return p[0];
+}
+
+/* Reads the pipe empty (the read end is non-blocking). */
+static void drain(int rd)
+{
+	char buf[4096];
+
+	while (read(rd, buf, sizeof(buf)) > 0)
+		;
+}
+
+/* Waits until every handler of n messages has returned (replies held). */
+static void wait_handled(agr_dispatcher *d, uint64_t n)
+{
+	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
+	agr_dispatcher_stats st;
+
+	for (;;) {
+		ck_assert_int_eq(agr_dispatcher_stats_get(d, &st), 0);
+		if (st.handled >= n)
+			return;
+		ck_assert_uint_lt(tu_now_ns(), deadline);
+		usleep(1000); /* polling a counter, not synchronising */
+	}
+}
+
+#define HELD_MSGS 20
+
+/*
+ * n deposits on one account, msgs[0]'s write in flight into a full
+ * pipe (returned: its read end) and the others gathered behind it,
+ * every reply held; msgs[n] is a GET of another account, not sent.
+ */
+static int held_up(struct bank_rig *g, unsigned n)
+{
+	static const struct journal_trace trace = { held_issued,
+						    held_completed, NULL };
+	unsigned i;
+	int rd;
+
+	held = (struct held){ .g = g, .get = n };
+	tu_latch_init(&held.issued, 1);
+	tu_latch_init(&held.written, 1);
+	tu_latch_init(&held.resume, 1);
+	tu_latch_init(&held.in_get, 1);
+	tu_latch_init(&held.go_on, 1);
+	g->done.fn = held_done;
+	rd = journal_onto_full_pipe(bank_journal(g->bank, 0));
+	journal_set_trace(bank_journal(g->bank, 0), &trace);
+	for (i = 0; i < n; i++)
+		account_msg_init(&g->msgs[i], OP_DEPOSIT, "hot", 3, 1, NULL);
+	account_msg_init(&g->msgs[n], OP_GET, "cold", 4, 0, NULL);
+	ck_assert_int_eq(agr_dispatcher_send(g->disp, &g->msgs[0].msg), 0);
+	ck_assert(tu_latch_wait(&held.issued, TU_LONG_NS));
+	for (i = 1; i < n; i++)
+		ck_assert_int_eq(agr_dispatcher_send(g->disp, &g->msgs[i].msg),
+				 0);
+	wait_handled(g->disp, n);
+	ck_assert_uint_eq(g->ncompleted, 0);
+	return rd;
+}
+
+/*
+ * After the forced stop: waits for `n` completions, frees the bank,
+ * and checks that each message completed exactly once.
+ */
+static void held_down(struct bank_rig *g, int rd, unsigned n)
+{
+	unsigned i, seen[HELD_MSGS + 1] = { 0 };
+	char cmd[128];
+
+	ck_assert(tu_latch_wait(&g->latch, TU_LONG_NS));
+	agr_dispatcher_free(g->disp);
+	bank_free(g->bank);
+	tu_assert_no_worker_failure();
+	ck_assert_uint_eq(g->ncompleted, n); /* none twice, none more */
+	for (i = 0; i < n; i++)
+		seen[g->order[i]]++;
+	for (i = 0; i < n; i++)
+		ck_assert_uint_eq(seen[i], 1);
+	tu_latch_destroy(&held.issued);
+	tu_latch_destroy(&held.written);
+	tu_latch_destroy(&held.resume);
+	tu_latch_destroy(&held.in_get);
+	tu_latch_destroy(&held.go_on);
+	tu_latch_destroy(&g->latch);
+	close(rd);
+	free(g->msgs);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g->dir);
+	ck_assert_int_eq(system(cmd), 0);
+}
+
+/*
+ * A forced stop while a write is in flight: it is cancelled, and every
+ * held reply completes exactly once, failed (journal_failed), the one
+ * of the batch in flight and those gathered behind it.
+ */
+START_TEST(a_forced_stop_fails_the_replies_of_a_write_in_flight)
+{
+	struct bank_rig g;
+	unsigned i, n = HELD_MSGS;
+	int rd;
+
+	if (!bank_up(&g))
+		return;
+	tu_latch_init(&g.latch, (int)n);
+	rd = held_up(&g, n);
+	held.once = true; /* the write's completion is not held */
+	ck_assert_int_eq(agr_dispatcher_force_stop(g.disp), 0);
+	held_down(&g, rd, n);
+	for (i = 0; i < n; i++)
+		ck_assert(g.msgs[i].journal_failed);
+}
+END_TEST
+
+/*
+ * The batch in flight becomes durable, the next one is queued to start,
+ * and a forced stop comes first: the kick that would start it is
+ * dropped, yet every held reply still completes exactly once, the
+ * first durably and the rest failed, and nothing leaks.
+ */
+START_TEST(a_forced_stop_fails_the_replies_of_a_batch_not_started)
+{
+	struct bank_rig g;
+	unsigned i, n = HELD_MSGS;
+	int rd;
+
+	if (!bank_up(&g))
+		return;
+	tu_latch_init(&g.latch, (int)n + 1);
+	rd = held_up(&g, n);
+	/* The write completes; the worker waits before telling anyone. */
+	drain(rd);
+	ck_assert(tu_latch_wait(&held.written, TU_LONG_NS));
+	/* The GET's run is queued ahead of the next batch's start... */
+	ck_assert_int_eq(agr_dispatcher_send(g.disp, &g.msgs[n].msg), 0);
+	tu_latch_count_down(&held.resume);
+	/* ...and the stop comes while it completes. */
+	ck_assert(tu_latch_wait(&held.in_get, TU_LONG_NS));
+	ck_assert_int_eq(agr_dispatcher_force_stop(g.disp), 0);
+	tu_latch_count_down(&held.go_on);
+	held_down(&g, rd, n + 1);
+	ck_assert(!g.msgs[0].journal_failed); /* durable before the stop */
+	for (i = 1; i < n; i++)
+		ck_assert(g.msgs[i].journal_failed);
+	ck_assert_int_eq(g.msgs[n].steps[0].result, ACCOUNT_MISSING);
+}
+END_TEST
+
 #ifdef AGR_FAULT_INJECTION
 /*
  * A deposit whose write fails: it fails, and so do a GET of that
@@ -611,6 +823,8 @@ static Suite *record_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_accounts_changes_share_durable_writes);
 	tcase_add_test(tc, strings_and_retries_in_one_batch);
+	tcase_add_test(tc, a_forced_stop_fails_the_replies_of_a_write_in_flight);
+	tcase_add_test(tc, a_forced_stop_fails_the_replies_of_a_batch_not_started);
 #ifdef AGR_FAULT_INJECTION
 	tcase_add_test(tc, a_failed_write_shows_nothing_it_held);
 #endif
