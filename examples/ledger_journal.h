@@ -7,9 +7,10 @@
  * meanwhile gather in the next batch, which starts once the current one
  * is durable, at the end of the worker's turn. A record's waiter is
  * told, on the journal's worker, once the record is durable or cannot
- * become so: a forced stop of the worker tells every waiter still
- * pending, with -ECANCELED (the write in flight is cancelled, and a
- * batch not started yet is failed).
+ * become so. A forced stop tells every waiter still pending, with
+ * -ECANCELED, as the worker tears down (or, for a batch whose start
+ * was queued after it ended, on the thread that drops that task): the
+ * write in flight is cancelled, a batch not started yet is failed.
  *
  * Two ways to the disk (enum journal_io):
  *

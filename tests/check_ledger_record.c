@@ -683,12 +683,12 @@ static int held_up(struct bank_rig *g, unsigned n)
 
 /*
  * After the forced stop: waits for `n` completions, frees the bank,
- * and checks that each message completed exactly once.
+ * and checks that each message completed exactly once (the messages
+ * stay for the test to read; held_free() frees them).
  */
 static void held_down(struct bank_rig *g, int rd, unsigned n)
 {
 	unsigned i, seen[HELD_MSGS + 1] = { 0 };
-	char cmd[128];
 
 	ck_assert(tu_latch_wait(&g->latch, TU_LONG_NS));
 	agr_dispatcher_free(g->disp);
@@ -706,6 +706,13 @@ static void held_down(struct bank_rig *g, int rd, unsigned n)
 	tu_latch_destroy(&held.go_on);
 	tu_latch_destroy(&g->latch);
 	close(rd);
+}
+
+/* Once the test has read the messages. */
+static void held_free(struct bank_rig *g)
+{
+	char cmd[128];
+
 	free(g->msgs);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g->dir);
 	ck_assert_int_eq(system(cmd), 0);
@@ -716,7 +723,7 @@ static void held_down(struct bank_rig *g, int rd, unsigned n)
  * held reply completes exactly once, failed (journal_failed), the one
  * of the batch in flight and those gathered behind it.
  */
-START_TEST(a_forced_stop_fails_the_replies_of_a_write_in_flight)
+START_TEST(forced_stop_fails_replies_in_flight)
 {
 	struct bank_rig g;
 	unsigned i, n = HELD_MSGS;
@@ -731,6 +738,7 @@ START_TEST(a_forced_stop_fails_the_replies_of_a_write_in_flight)
 	held_down(&g, rd, n);
 	for (i = 0; i < n; i++)
 		ck_assert(g.msgs[i].journal_failed);
+	held_free(&g);
 }
 END_TEST
 
@@ -740,7 +748,7 @@ END_TEST
  * dropped, yet every held reply still completes exactly once, the
  * first durably and the rest failed, and nothing leaks.
  */
-START_TEST(a_forced_stop_fails_the_replies_of_a_batch_not_started)
+START_TEST(forced_stop_fails_replies_not_started)
 {
 	struct bank_rig g;
 	unsigned i, n = HELD_MSGS;
@@ -765,6 +773,7 @@ START_TEST(a_forced_stop_fails_the_replies_of_a_batch_not_started)
 	for (i = 1; i < n; i++)
 		ck_assert(g.msgs[i].journal_failed);
 	ck_assert_int_eq(g.msgs[n].steps[0].result, ACCOUNT_MISSING);
+	held_free(&g);
 }
 END_TEST
 
@@ -823,8 +832,8 @@ static Suite *record_suite(void)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, one_accounts_changes_share_durable_writes);
 	tcase_add_test(tc, strings_and_retries_in_one_batch);
-	tcase_add_test(tc, a_forced_stop_fails_the_replies_of_a_write_in_flight);
-	tcase_add_test(tc, a_forced_stop_fails_the_replies_of_a_batch_not_started);
+	tcase_add_test(tc, forced_stop_fails_replies_in_flight);
+	tcase_add_test(tc, forced_stop_fails_replies_not_started);
 #ifdef AGR_FAULT_INJECTION
 	tcase_add_test(tc, a_failed_write_shows_nothing_it_held);
 #endif
