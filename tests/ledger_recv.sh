@@ -57,16 +57,18 @@ for run in multishot:2 multishot:256 single:2; do
 	bufs=${run#*:}
 	echo "== --recv $mode, $bufs receive buffers per worker"
 	data=$tmp/data-$mode-$bufs
-	LEDGER_RECV= start_server "$tmp/$mode.log" "$server" --port 0 \
+	# A log of its own: start_server could read a previous run's port
+	# before the shell has truncated a reused one.
+	LEDGER_RECV= start_server "$tmp/$mode-$bufs.log" "$server" --port 0 \
 		--dir "$data" --workers 2 --recv "$mode" --recv-buffers "$bufs"
-	grep -q "^ledger_server: recv $mode" "$tmp/$mode.log" ||
+	grep -q "^ledger_server: recv $mode" "$tmp/$mode-$bufs.log" ||
 		fail "the server does not say it receives with $mode"
 	"$python" "$top_srcdir/tests/ledger_pipeline.py" "$port" \
 		"$tmp/want-$mode" 8 3000 || fail "pipelined replies ($mode)"
-	stop_server "$tmp/$mode.log"
+	stop_server "$tmp/$mode-$bufs.log"
 	[ $mode = single ] ||
 		grep -q '^ledger_server: multishot recvs re-armed' \
-			"$tmp/$mode.log" || fail "no count of the re-arms"
+			"$tmp/$mode-$bufs.log" || fail "no count of the re-arms"
 	"$server" --verify --dir "$data" --dump "$tmp/got-$mode" >/dev/null ||
 		fail "verify ($mode)"
 	sort "$tmp/got-$mode" | cmp -s - "$tmp/want-$mode" ||
