@@ -15,21 +15,28 @@
 #    redis-server --appendonly yes --appendfsync always, and the same
 #    with --appendfsync everysec,
 #    each with its data in its own temp dir on a real disk, on a free
-#    port; every one driven by
+#    port. The ledger_servers' receive path is paired too: ledger_server
+#    and ledger_server_w1 run with --recv multishot (a multishot recv
+#    per connection into a per-worker provided buffer ring, sockets as
+#    fixed files), ledger_server_single and ledger_server_w1_single
+#    with --recv single (a recv per completion, plain fds); the others
+#    with ledger_server's default. Every one driven by
 #      redis-benchmark -c 50 -r 10000 -n N [-P 16] --csv \
 #          INCRBY key:__rand_int__ 1
-#    without pipelining (variant P1) and with -P 16 (P16).
+#    without pipelining (variant P1) and with -P 16 (P16); and P16r1,
+#    -P 16 with -r 1: every INCRBY on one account (one hot key).
 #    Equal durability: ledger_server replies to an INCRBY only once its
-#    record is durable (examples/ledger_server.c: post_entry() queues
-#    the record with journal_append() and returns AGR_PENDING; the
-#    journal (examples/ledger_journal.c) writes the batch with
-#    RWF_DSYNC, or writes it and issues agr_io_fsync(AGR_IO_DATASYNC);
-#    only journal_synced() -> finish_batch() -> entry_durable() sets the
-#    reply and completes the message, and request_completed() then
-#    hands the reply to the connection). Redis with appendfsync always
-#    writes and fdatasyncs the AOF in beforeSleep, before it writes any
-#    reply of that event loop turn. everysec is shown for orientation:
-#    it acknowledges before the data is durable.
+#    record is durable (examples/ledger_accounts.c: run_steps() queues
+#    the record with journal_append(), and bank_completed() holds the
+#    message's completion; the journal (examples/ledger_journal.c)
+#    writes the batch with RWF_DSYNC, or writes it and issues
+#    agr_io_fsync(AGR_IO_DATASYNC); only journal_synced() ->
+#    finish_batch() -> entry_durable() passes the completion on, and
+#    requests_completed() then hands the reply to the connection).
+#    Redis with appendfsync always writes and fdatasyncs the AOF in
+#    beforeSleep, before it writes any reply of that event loop turn.
+#    everysec is shown for orientation: it acknowledges before the data
+#    is durable.
 #    Pinned: ledger_server --workers 1 and redis-server always again,
 #    each under `taskset -c CPU`, CPU the one that takes the interrupts
 #    of the data's disk (from /proc/interrupts; skipped if that cannot be
@@ -51,7 +58,8 @@
 #
 # Sizes from the environment: NETWORK_REQUESTS (requests per P1 run,
 # 100000), NETWORK_REQUESTS_P16 (1000000), NETWORK_ECHO_SECONDS (5),
-# NETWORK_QUICK=1 (a smoke run: 10000, 100000, 1 s), NETWORK_TMPDIR
+# NETWORK_QUICK=1 (a smoke run: 10000, 100000, 1 s), NETWORK_ECHO=0
+# (no echo part: only the INCRBY servers), NETWORK_TMPDIR
 # (where the data dirs go; ${TMPDIR:-/var/tmp}; must not be tmpfs).
 # Exits 77 if redis-server or redis-benchmark is missing.
 set -u
@@ -79,6 +87,8 @@ else
 	n_p16=${NETWORK_REQUESTS_P16:-1000000}
 	echo_seconds=${NETWORK_ECHO_SECONDS:-5}
 fi
+with_echo=true
+[ "${NETWORK_ECHO:-1}" = 0 ] && with_echo=false
 clients=50
 keys=10000
 echo_conns=64
@@ -181,6 +191,7 @@ declare -A ports=()
 start_ours() {
 	local name=$1 log=$2
 	shift 2
+	: >"$log" # wait_ready may look before the server has opened it
 	"$@" >"$log" 2>&1 &
 	pids[$name]=$!
 	if ! wait_ready "$name" "$log" 'listening on 127\.0\.0\.1:'; then
@@ -235,12 +246,13 @@ stop() {
 	return $status
 }
 
-# incrby ENGINE PIPELINE N: one redis-benchmark run; prints "rps p50 p99".
+# incrby ENGINE PIPELINE N [KEYS]: one redis-benchmark run; prints
+# "rps p50 p99".
 incrby() {
 	local out=$work/bench.out line
 	# --csv: "test","rps","avg","min","p50","p95","p99","max" (ms)
 	if ! redis-benchmark -h 127.0.0.1 -p "${ports[$1]}" -c "$clients" \
-		-n "$3" -r "$keys" -P "$2" --csv INCRBY key:__rand_int__ 1 \
+		-n "$3" -r "${4:-$keys}" -P "$2" --csv INCRBY key:__rand_int__ 1 \
 		>"$out" 2>&1; then
 		cat "$out" >&2
 		fail "redis-benchmark against $1"
@@ -304,9 +316,11 @@ disk_irq_cpu() {
 }
 
 irq_cpu=$(disk_irq_cpu "$work")
-incr_engines=(ledger_server ledger_server_w1 ledger_server_w1_unpinned
-	redis_always redis_everysec)
-ledgers=(ledger_server ledger_server_w1 ledger_server_w1_unpinned)
+incr_engines=(ledger_server ledger_server_single ledger_server_w1
+	ledger_server_w1_single ledger_server_w1_unpinned redis_always
+	redis_everysec)
+ledgers=(ledger_server ledger_server_single ledger_server_w1
+	ledger_server_w1_single ledger_server_w1_unpinned)
 if [ -n "$irq_cpu" ] && command -v taskset >/dev/null 2>&1; then
 	incr_engines+=(ledger_server_w1_pin redis_always_pin)
 	ledgers+=(ledger_server_w1_pin)
@@ -314,14 +328,24 @@ else
 	echo "network: the CPU of the disk's interrupts is unknown (or no" \
 		"taskset): no pinned variants" >&2
 fi
-echo_engines=(echo_server echo_server_w1)
-$have_uv && echo_engines+=(uv_echo)
+echo_engines=()
+if $with_echo; then
+	echo_engines=(echo_server echo_server_w1)
+	$have_uv && echo_engines+=(uv_echo)
+fi
 
 start_ours ledger_server "$work/ledger_server.log" "$ex/ledger_server" \
-	--port 0 --dir "$work/ledger_server" --shutdown-timeout "$stop_timeout"
-start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger_server" \
-	--port 0 --dir "$work/ledger_server_w1" --workers 1 \
+	--port 0 --dir "$work/ledger_server" --recv multishot \
 	--shutdown-timeout "$stop_timeout"
+start_ours ledger_server_single "$work/ledger_server_single.log" \
+	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_single" \
+	--recv single --shutdown-timeout "$stop_timeout"
+start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger_server" \
+	--port 0 --dir "$work/ledger_server_w1" --workers 1 --recv multishot \
+	--shutdown-timeout "$stop_timeout"
+start_ours ledger_server_w1_single "$work/ledger_server_w1_single.log" \
+	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_w1_single" \
+	--workers 1 --recv single --shutdown-timeout "$stop_timeout"
 start_ours ledger_server_w1_unpinned "$work/ledger_server_w1_unpinned.log" \
 	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_w1_unpinned" \
 	--workers 1 --worker-cpus none --shutdown-timeout "$stop_timeout"
@@ -334,10 +358,14 @@ if [ -n "${irq_cpu:-}" ]; then
 		--shutdown-timeout "$stop_timeout"
 	pin="taskset -c $irq_cpu" start_redis redis_always_pin always
 fi
-start_ours echo_server "$work/echo_server.log" "$ex/echo_server" --port 0
-start_ours echo_server_w1 "$work/echo_server_w1.log" "$ex/echo_server" \
-	--port 0 --workers 1
-$have_uv && start_ours uv_echo "$work/uv_echo.log" "$build/bench/uv_echo" 0
+if $with_echo; then
+	start_ours echo_server "$work/echo_server.log" "$ex/echo_server" \
+		--port 0
+	start_ours echo_server_w1 "$work/echo_server_w1.log" \
+		"$ex/echo_server" --port 0 --workers 1
+	$have_uv && start_ours uv_echo "$work/uv_echo.log" \
+		"$build/bench/uv_echo" 0
+fi
 
 [ -n "${irq_cpu:-}" ] &&
 	echo "network: pinned variants under taskset -c $irq_cpu (the CPU that" \
@@ -350,8 +378,8 @@ echo "network: INCRBY: redis-benchmark -c $clients -r $keys, $n_p1" \
 	"$echo_size-byte messages, $echo_seconds s; $runs runs, servers" \
 	"alternating"
 echo "network: ledger_server replies only once the event is durable" \
-	"(post_entry -> journal_append; a write with RWF_DSYNC, or write +" \
-	"fdatasync, -> journal_synced -> entry_durable sets the reply);" \
+	"(run_steps -> journal_append; a write with RWF_DSYNC, or write +" \
+	"fdatasync, -> journal_synced -> entry_durable releases the reply);" \
 	"$(sed -n 's/^ledger_server: \(journal I\/O .*\)/\1/p' \
 		"$work/ledger_server.log")"
 echo "network: ledger_server_w1: $(sed -n \
@@ -379,11 +407,15 @@ nincr=${#incr_engines[@]}
 necho=${#echo_engines[@]}
 for ((r = 0; r < runs; r++)); do
 	# Rotate who goes first, so that no server always follows another.
-	for variant in P1 P16; do
-		if [ $variant = P1 ]; then p=1 n=$n_p1; else p=16 n=$n_p16; fi
+	for variant in P1 P16 P16r1; do
+		case $variant in
+		P1) p=1 n=$n_p1 nk=$keys ;;
+		P16) p=16 n=$n_p16 nk=$keys ;;
+		P16r1) p=16 n=$n_p16 nk=1 ;;
+		esac
 		for ((k = 0; k < nincr; k++)); do
 			e=${incr_engines[(k + r) % nincr]}
-			incrby "$e" "$p" "$n" >>"$work/res/$variant.$e"
+			incrby "$e" "$p" "$n" "$nk" >>"$work/res/$variant.$e"
 			[ -n "${sent[$e]:-}" ] &&
 				sent[$e]=$((sent[$e] + (n + p - 1) / p * p))
 		done
@@ -411,10 +443,11 @@ for e in "${ledgers[@]}"; do
 done
 redis_engines=(redis_always redis_everysec)
 [ -n "${pids[redis_always_pin]:-}" ] && redis_engines+=(redis_always_pin)
-for e in "${redis_engines[@]}" echo_server echo_server_w1; do
+for e in "${redis_engines[@]}" "${echo_engines[@]}"; do
+	[ "$e" = uv_echo ] && continue
 	stop "$e" || fail "$e exited with status $?"
 done
-if $have_uv; then
+if $with_echo && $have_uv; then
 	stop uv_echo || fail "uv_echo exited with status $?"
 fi
 
@@ -449,8 +482,12 @@ header "INCRBY, no pipelining (P1), $clients clients:"
 for e in "${incr_engines[@]}"; do report P1 "$e"; done
 header "INCRBY, -P 16 (P16), $clients clients:"
 for e in "${incr_engines[@]}"; do report P16 "$e"; done
-header "echo, $echo_conns connections, $echo_size-byte messages (echo64):"
-for e in "${echo_engines[@]}"; do report echo64 "$e"; done
+header "INCRBY, -P 16 -r 1 (P16r1, one account), $clients clients:"
+for e in "${incr_engines[@]}"; do report P16r1 "$e"; done
+if $with_echo; then
+	header "echo, $echo_conns connections, $echo_size-byte messages (echo64):"
+	for e in "${echo_engines[@]}"; do report echo64 "$e"; done
+fi
 
 # ratio A B VARIANT COLUMN: median(A) / median(B).
 ratio() {
@@ -461,7 +498,7 @@ ratio() {
 
 echo "ratios (medians; targets: INCRBY req/s >= 1.0 and p99 ratio <= 1.0" \
 	"vs redis_always; echo req/s >= 1.0 vs uv_echo):"
-for v in P1 P16; do
+for v in P1 P16 P16r1; do
 	for e in "${ledgers[@]}"; do
 		[ "$e" = ledger_server_w1_pin ] && continue
 		echo "  $v: $e / redis_always: req/s" \
@@ -470,6 +507,12 @@ for v in P1 P16; do
 			"/ redis_everysec req/s" \
 			"$(ratio "$e" redis_everysec $v 1)"
 	done
+	echo "  $v: --recv multishot / --recv single: ledger_server" \
+		"req/s $(ratio ledger_server ledger_server_single $v 1), p99" \
+		"$(ratio ledger_server ledger_server_single $v 3);" \
+		"ledger_server_w1 req/s" \
+		"$(ratio ledger_server_w1 ledger_server_w1_single $v 1), p99" \
+		"$(ratio ledger_server_w1 ledger_server_w1_single $v 3)"
 	if [ -n "${irq_cpu:-}" ]; then
 		echo "  $v, both pinned to CPU $irq_cpu (the disk's" \
 			"interrupts): ledger_server_w1_pin / redis_always_pin:" \
@@ -477,7 +520,7 @@ for v in P1 P16; do
 			"p99 $(ratio ledger_server_w1_pin redis_always_pin $v 3)"
 	fi
 done
-if $have_uv; then
+if $with_echo && $have_uv; then
 	echo "  echo64: echo_server / uv_echo req/s" \
 		"$(ratio echo_server uv_echo echo64 1)," \
 		"echo_server --workers 1 / uv_echo req/s" \

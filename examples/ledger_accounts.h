@@ -6,9 +6,36 @@
  *
  * Each account is an aggregate, routed by name to a group; a group
  * reads and writes only its own table of balances, serially, so no lock
- * is needed. A deposit or a withdrawal is journaled (ledger_journal.h)
- * in the journal of the group's worker and applied only once it is
- * durable: nothing unjournaled is ever visible.
+ * is needed.
+ *
+ * Durability. A change is journaled (ledger_journal.h) in the journal
+ * of the group's worker as one record and applied in memory at once;
+ * the message completes then, so that the group runs the account's next
+ * message without waiting for the disk, and many changes of one hot
+ * account share one durable write (group commit). No reply says more
+ * than the disk holds:
+ * - the reply of a change goes out only once its record is durable
+ *   (bank_completed holds it until then); batches become durable in
+ *   order, so the records before it are too;
+ * - a message that journals nothing (GET, EXISTS, WATCH, a refusal, a
+ *   retry answered again, EXEC aborted by a watched change) waits
+ *   likewise for the batch of the account's last change (or of its
+ *   group's last close, for an account not there); SCAN waits for its
+ *   group's last change;
+ * - if a batch fails, the journal fails for good: every reply waiting
+ *   on it or later says so, no change is accepted any more, and every
+ *   message on an account that batch or a later one touched fails too
+ *   (it would wait for a batch that never becomes durable). The memory
+ *   keeps those changes, but no acknowledged reply ever shows them: a
+ *   restart replays only what is durable. (Rolling them back instead
+ *   would need an undo per change; refusing is simpler, and a failed
+ *   journal stops the service anyway.)
+ * DBSIZE and INFO count accounts in memory, so they may include one
+ * whose creation is not durable yet. WATCH compares changes as they are
+ * applied, durable or not, as Redis's WATCH sees a change when it is
+ * made: a transaction aborted by one waits for it like a read.
+ * Transfers' messages are the exception: each holds its group until
+ * its record is durable, because its handler sends the saga's next step.
  *
  * Request ids. A change may carry a request id (a client's name for the
  * request, ledger_record.h). The id is journaled with the change, and
@@ -163,6 +190,7 @@ enum txn_outcome {
  * fields are the bank's while the message runs.
  */
 struct transfer;
+struct bank_completion;
 
 struct account_msg {
 	agr_message msg; /* aggregate_id: key; type: op's; user: sender's */
@@ -178,13 +206,23 @@ struct account_msg {
 	unsigned nwatches;
 	struct account_scan *scan; /* OP_SCAN */
 	char *results;		  /* the bank's: a transaction's, encoded */
-	const char *after_str;	  /* the bank's: the string after the steps */
+	/*
+	 * The bank's, only while the message runs: the string after the
+	 * steps, a step's or the account's own (gone with its next change).
+	 */
+	const char *after_str;
 	unsigned after_str_len;
 	bool after_exists;	 /* the account after the steps */
 	long long after_balance;
 	struct bank *bank;
-	agr_exchange *ex;
+	agr_exchange *ex; /* a transfer's, until it completes */
 	int group;
+	unsigned worker;
+	bool journaled;	  /* a record of it is in the journal */
+	bool answered;	  /* a retry, answered with the first reply */
+	bool awaiting;	  /* its reply waits for the journal */
+	const struct bank_completion *completed; /* while awaiting */
+	int completed_status;
 	struct commit_wait wait;
 	char key[KEY_MAX + 1];
 	char reqid[REQID_MAX + 1]; /* "" or the request id */
@@ -279,8 +317,9 @@ static inline struct account_msg *account_msg_of(agr_message *msg)
 struct bank;
 
 /*
- * Registers the account handler on `disp` (not started yet) over `accounts` (one table per group of disp; the bank
- * takes them). The journals are opened with bank_journal() before the
+ * Registers the account handler on `disp` (not started yet) over
+ * `accounts` (one table per group of disp; the bank takes them). The
+ * journals are opened with bank_journal() before the
  * dispatcher starts. Returns the bank; a failure ends the program.
  */
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts);
@@ -320,6 +359,19 @@ enum crash_point {
 	CRASH_AFTER_REFUSAL, /* the credit refused, its refund not sent */
 };
 void bank_set_crash(struct bank *b, enum crash_point at);
+
+/*
+ * The dispatcher's completion callback (agr_dispatcher_options
+ * on_complete, with complete_arg a struct bank_completion that lives as
+ * long as the dispatcher): forwards each completion to c->fn, but that
+ * of a message whose reply waits for the journal only once it is
+ * durable or failed (m->journal_failed), on the journal's worker.
+ */
+struct bank_completion {
+	agr_complete_fn fn;
+	void *arg;
+};
+void bank_completed(agr_message *msg, int status, void *arg);
 
 /* Closes the journals, frees the accounts; the workers have ended. */
 void bank_free(struct bank *b);

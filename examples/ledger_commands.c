@@ -774,8 +774,8 @@ static size_t error_reply(char *dst, const char *msg)
 /* The reply of one step of a message. */
 static size_t step_reply(const struct account_step *st, char *dst)
 {
-	char num[24];
-	int n;
+	char num[RESP_LL_MAX];
+	size_t n;
 
 	switch (st->result) {
 	case ACCOUNT_CHANGED:
@@ -794,8 +794,8 @@ static size_t step_reply(const struct account_step *st, char *dst)
 		if (st->str)
 			return fit(resp_encode_bulk(dst, REPLY_MAX, st->str,
 						    st->str_len));
-		n = snprintf(num, sizeof(num), "%lld", st->balance);
-		return fit(resp_encode_bulk(dst, REPLY_MAX, num, (size_t)n));
+		n = resp_format_ll(num, st->balance);
+		return fit(resp_encode_bulk(dst, REPLY_MAX, num, n));
 	case ACCOUNT_MISSING:
 		if (st->op == OP_GET)
 			return fit(resp_encode_nil(dst, REPLY_MAX));

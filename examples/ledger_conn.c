@@ -10,8 +10,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+
+#include <liburing.h>
 
 #include "acceptor.h"
 #include "buf.h"
@@ -25,6 +28,9 @@
 #define PENDING_MAX 1024	   /* requests in flight per connection */
 #define IN_BUF_MIN (16 * 1024)
 #define LINGER_NS 1000000000ull	   /* a closing peer gets this long */
+#define RECV_BUF_SIZE 8192	   /* one buffer of the provided ring */
+#define RECV_BUF_GROUP 1
+#define FIXED_FILES_MAX 1024	   /* registered sockets per worker */
 
 /*
  * One worker's connections; touched only by its thread until it has
@@ -37,16 +43,25 @@ struct front_worker {
 	struct front *front;
 	unsigned index;
 	struct buf scratch; /* the reply of the command being run */
+	struct request_pool pool; /* its connections' requests */
+	/* --recv multishot, made by front_worker_init() */
+	agr_buf_ring *br;   /* NULL: its connections use single recvs */
+	int *free_slots;    /* unused indexes of the fixed file table */
+	unsigned nfree_slots;
+	bool files;	    /* a fixed file table is registered */
 	/* Written by this worker only; INFO reads them anywhere. */
 	atomic_ullong commands, protocol_errors, connections;
+	atomic_ullong recv_enobufs, recv_rearms, recv_pauses;
 };
 
 struct front {
 	agr_dispatcher *disp;
 	agr_scheduler *sched;
 	const struct command_server *srv;
+	struct front_options opts;
 	unsigned nworkers;
 	struct front_worker *workers; /* [nworkers] */
+	struct request_inbox *inboxes; /* [nworkers]: replies from others */
 	struct acceptor *acceptor;
 	struct drain *drain;
 	atomic_bool stopping;
@@ -60,6 +75,10 @@ struct conn {
 	struct front_worker *wc;
 	struct conn *prev, *next; /* wc->conns */
 	int fd;
+	int slot;	   /* its index in the fixed file table, or -1 */
+	bool multishot;	   /* receives into wc->br; else single recvs */
+	bool recv_paused;  /* its multishot is being ended: no room */
+	agr_io_id recv_id; /* the multishot receive */
 	bool eof;	   /* the peer sends no more (or we gave up on it) */
 	bool closing;	   /* we serve no more: QUIT, a stop, a dead peer */
 	bool broken;	   /* sending failed: replies are dropped */
@@ -164,8 +183,8 @@ void front_completed(agr_message *msg, int status, void *arg)
 	struct front *f = arg;
 	struct request *rq = requests_completed(msg, status);
 
-	if (rq) /* f->sched is set once a request can exist */
-		requests_route(rq, f->sched);
+	if (rq) /* f->inboxes is set once a request can exist */
+		requests_route(rq, f->inboxes);
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)
@@ -197,46 +216,58 @@ static void conn_protocol_error(struct conn *c, const struct resp_error *err)
 }
 
 /*
- * Parses and runs the requests in the input buffer, up to PENDING_MAX
- * in flight. Returns true if it stopped at that limit.
+ * Parses and runs the requests in p[0, len), up to PENDING_MAX in
+ * flight (*blocked then). Returns the bytes used: the rest is an
+ * incomplete request, or waits for room. After a protocol error or
+ * the query buffer limit, everything counts as used: the connection
+ * reads no more.
  */
-static bool conn_parse(struct conn *c)
+static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
+			      bool *blocked)
 {
 	const struct command_server *srv = c->wc->front->srv;
 	struct resp_command cmd;
 	struct resp_error err;
 	size_t pos = 0, used;
 	enum resp_status s;
-	bool blocked = false;
 
-	while (!c->closing && pos < c->in.len) {
+	*blocked = false;
+	while (!c->closing && pos < len) {
 		if (requests_pending(&c->queue) >= PENDING_MAX) {
-			blocked = true;
+			*blocked = true;
 			break;
 		}
-		s = resp_parse_command(c->in.p + pos, c->in.len - pos,
-				       srv->max_bulk, &cmd, &used, &err);
+		s = resp_parse_command(p + pos, len - pos, srv->max_bulk, &cmd,
+				       &used, &err);
 		if (s == RESP_MORE) {
 			/* Redis closes such a client without a reply. */
-			if (c->in.len - pos >= srv->query_buf_max) {
+			if (len - pos >= srv->query_buf_max) {
 				warnf("closing client %llu: it reached the "
 				      "query buffer limit",
 				      (unsigned long long)c->session.id);
 				conn_stop_reading(c);
-				pos = c->in.len;
+				pos = len;
 			}
 			break;
 		}
 		if (s == RESP_PROTOCOL) {
 			conn_protocol_error(c, &err);
-			pos = c->in.len;
+			pos = len;
 			break;
 		}
 		pos += used;
 		if (cmd.argc > 0)
 			conn_execute(c, &cmd);
 	}
-	buf_consume(&c->in, pos);
+	return pos;
+}
+
+/* conn_parse_from() on the input buffer. True if it stopped blocked. */
+static bool conn_parse(struct conn *c)
+{
+	bool blocked;
+
+	buf_consume(&c->in, conn_parse_from(c, c->in.p, c->in.len, &blocked));
 	return blocked;
 }
 
@@ -254,9 +285,29 @@ static void conn_stop_reading(struct conn *c)
 		agr_io_cancel(agr_worker_current(), c);
 }
 
+/*
+ * The descriptor for the next operation on c's socket: its fixed file
+ * when it has one (the flag set for that next call), else the fd.
+ * `id`, if not NULL, gets the operation's id.
+ */
+static int conn_sock(struct conn *c, agr_worker *w, agr_io_id *id)
+{
+	agr_io_params p = AGR_IO_PARAMS_INIT;
+
+	if (c->slot < 0 && !id)
+		return c->fd;
+	p.id = id;
+	if (c->slot >= 0)
+		p.flags = AGR_IO_FIXED_FILE;
+	if (agr_io_next(w, &p) < 0)
+		return -1; /* logged; the call then fails on it (-EBADF) */
+	return c->slot >= 0 ? c->slot : c->fd;
+}
+
 static void conn_send_more(struct conn *c)
 {
-	int ret = agr_io_send(agr_worker_current(), c->fd,
+	agr_worker *w = agr_worker_current();
+	int ret = agr_io_send(w, conn_sock(c, w, NULL),
 			      c->wire.p + c->wire_sent,
 			      c->wire.len - c->wire_sent, MSG_NOSIGNAL,
 			      conn_sent, &c->wire);
@@ -305,34 +356,98 @@ static void conn_sent(int res, void *arg)
 }
 
 static void conn_received(int res, void *arg);
+static void conn_received_multishot(int res, unsigned flags, void *arg);
 
-/*
- * Keeps a recv armed while requests may come and there is room for
- * them; while lingering, to read and drop what the peer still sends.
- */
-static void conn_arm_recv(struct conn *c)
+/* --recv single: one recv into the input buffer, re-armed each time. */
+static int conn_arm_single(struct conn *c, agr_worker *w)
 {
 	size_t room, max = c->wc->front->srv->query_buf_max;
-	int ret;
 
-	if (c->recv_armed || c->eof)
-		return;
-	if (c->closing ? !c->lingering : requests_pending(&c->queue) >= PENDING_MAX)
-		return;
-	if (c->lingering)
-		c->in.len = 0; /* what it sends now is dropped */
-	if (c->in.len >= max)
-		return; /* conn_parse has closed it */
 	room = max - c->in.len;
 	buf_reserve(&c->in, room < IN_BUF_MIN / 4 ? room : IN_BUF_MIN / 4,
 		    IN_BUF_MIN);
 	room = (c->in.cap < max ? c->in.cap : max) - c->in.len;
-	ret = agr_io_recv(agr_worker_current(), c->fd, c->in.p + c->in.len,
-			  room, 0, conn_received, c);
+	return agr_io_recv(w, c->fd, c->in.p + c->in.len, room, 0,
+			   conn_received, c);
+}
+
+/*
+ * --recv multishot: one receive that stays armed, into the worker's
+ * provided buffers, until the kernel ends it (conn_received_multishot).
+ */
+static int conn_arm_multishot(struct conn *c, agr_worker *w)
+{
+	int fd = conn_sock(c, w, &c->recv_id);
+
+	return agr_io_recv_multishot(w, fd, c->wc->br, 0,
+				     conn_received_multishot, c);
+}
+
+/*
+ * Whether the connection takes input now: while requests may come and
+ * there is room for them; while lingering, to read and drop what the
+ * peer still sends.
+ */
+static bool conn_wants_input(const struct conn *c)
+{
+	if (c->eof)
+		return false;
+	if (c->closing)
+		return c->lingering;
+	return requests_pending(&c->queue) < PENDING_MAX &&
+	       c->in.len < c->wc->front->srv->query_buf_max;
+}
+
+/*
+ * Keeps a receive armed while the connection wants input. A multishot
+ * receive goes on without asking, so when the connection has no room
+ * (PENDING_MAX requests in flight) it is ended, and armed again once
+ * there is room: the client then waits in TCP's flow control, as with
+ * single recvs, and the input buffer does not grow without bound.
+ */
+static void conn_arm_recv(struct conn *c)
+{
+	agr_worker *w = agr_worker_current();
+	bool want = conn_wants_input(c);
+	int ret;
+
+	if (c->recv_armed) {
+		if (!want && c->multishot && !c->closing && !c->recv_paused &&
+		    agr_io_cancel_op(w, c->recv_id) == 0) {
+			c->recv_paused = true;
+			count_one(&c->wc->recv_pauses);
+		}
+		return;
+	}
+	if (!want)
+		return;
+	if (c->lingering)
+		c->in.len = 0; /* what it sends now is dropped */
+	ret = c->multishot ? conn_arm_multishot(c, w) : conn_arm_single(c, w);
 	if (ret < 0)
 		c->eof = true;
 	else
 		c->recv_armed = true;
+}
+
+/*
+ * Input from a provided buffer, which goes back to the kernel as soon
+ * as this returns. With nothing buffered, the requests are parsed where
+ * they arrived; what is left (a request cut at the buffer's end, or
+ * requests waiting for room) is copied to the input buffer, in front
+ * of which the next buffer's bytes then go.
+ */
+static void conn_take_input(struct conn *c, const char *p, size_t n)
+{
+	size_t used = 0;
+	bool blocked;
+
+	if (c->closing)
+		return; /* QUIT, a stop, lingering: dropped */
+	if (c->in.len == 0)
+		used = conn_parse_from(c, p, n, &blocked);
+	if (!c->closing)
+		buf_append(&c->in, p + used, n - used);
 }
 
 static void conn_received(int res, void *arg)
@@ -346,6 +461,52 @@ static void conn_received(int res, void *arg)
 		c->eof = true; /* end of stream, or the peer is gone */
 	if (c->eof && c->linger_armed)
 		agr_io_cancel(agr_worker_current(), &c->lingering);
+	conn_pump(c);
+}
+
+/*
+ * The multishot receive has ended (a CQE without IORING_CQE_F_MORE).
+ * -ENOBUFS: the worker's buffers were all taken, which lasts only until
+ * this turn's CQEs have been read (each recycles its buffer), so it is
+ * armed again at once, as after the kernel's own ends (res > 0) and a
+ * pause. -EINVAL: a kernel without multishot recv (before 6.0): the
+ * connection goes on with single recvs.
+ */
+static void conn_multishot_ended(struct conn *c, int res)
+{
+	struct front_worker *wc = c->wc;
+
+	c->recv_armed = false;
+	c->recv_paused = false;
+	if (res == -ENOBUFS) {
+		count_one(&wc->recv_enobufs);
+	} else if (res > 0) {
+		count_one(&wc->recv_rearms);
+	} else if (res == -EINVAL && !c->closing) {
+		warnf("multishot recv refused (Linux < 6.0?): client %llu "
+		      "uses single recvs", (unsigned long long)c->session.id);
+		c->multishot = false;
+	} else if (res != -ECANCELED) {
+		c->eof = true; /* end of stream, or the peer is gone */
+	}
+	if (c->eof && c->linger_armed)
+		agr_io_cancel(agr_worker_current(), &c->lingering);
+}
+
+static void conn_received_multishot(int res, unsigned flags, void *arg)
+{
+	struct conn *c = arg;
+	int bid = agr_buf_ring_bid(flags);
+
+	if (bid >= 0) {
+		if (res > 0)
+			conn_take_input(c, agr_buf_ring_buf(c->wc->br,
+							    (unsigned)bid),
+					(size_t)res);
+		agr_buf_ring_recycle(c->wc->br, (unsigned)bid);
+	}
+	if (!(flags & IORING_CQE_F_MORE))
+		conn_multishot_ended(c, res);
 	conn_pump(c);
 }
 
@@ -380,10 +541,32 @@ static void conn_linger(struct conn *c)
 		c->linger_armed = true;
 }
 
+/*
+ * A socket in the fixed file table is still open while the table holds
+ * it: the slot is emptied before the close, or the peer would never see
+ * our FIN.
+ */
+static void conn_release_slot(struct conn *c)
+{
+	struct front_worker *wc = c->wc;
+	int none = -1;
+
+	if (c->slot < 0)
+		return;
+	if (io_uring_register_files_update(agr_worker_ring(agr_worker_current()),
+					   (unsigned)c->slot, &none, 1) == 1)
+		wc->free_slots[wc->nfree_slots++] = c->slot;
+	else /* the slot is lost; the socket closes with the ring */
+		warnf("client %llu: could not empty fixed file %d",
+		      (unsigned long long)c->session.id, c->slot);
+	c->slot = -1;
+}
+
 static void conn_free(struct conn *c)
 {
 	struct drain *drain = c->wc->front->drain;
 
+	conn_release_slot(c);
 	close(c->fd);
 	if (c->prev)
 		c->prev->next = c->next;
@@ -443,11 +626,37 @@ static void conn_pump(struct conn *c)
 
 /* ---- the front: accepting, stopping ---- */
 
+/*
+ * --recv multishot: the socket goes into a free slot of the worker's
+ * fixed file table, so that its receive and sends skip the kernel's
+ * file lookup. With no slot free (or no table), the plain fd is used.
+ */
+static void conn_take_slot(struct conn *c)
+{
+	struct front_worker *wc = c->wc;
+	int slot;
+
+	if (!wc->files || wc->nfree_slots == 0)
+		return;
+	slot = wc->free_slots[--wc->nfree_slots];
+	if (io_uring_register_files_update(agr_worker_ring(agr_worker_current()),
+					   (unsigned)slot, &c->fd, 1) == 1) {
+		c->slot = slot;
+		return;
+	}
+	wc->free_slots[wc->nfree_slots++] = slot;
+}
+
 /* Runs on the connection's worker. */
 static void conn_start(void *arg)
 {
 	struct conn *c = arg;
 	struct front_worker *wc = c->wc;
+
+	if (wc->br) {
+		c->multishot = true;
+		conn_take_slot(c);
+	}
 
 	c->next = wc->conns;
 	if (c->next)
@@ -475,7 +684,9 @@ static void front_take(void *arg, int fd)
 
 	net_nodelay(fd);
 	c->fd = fd;
+	c->slot = -1;
 	c->wc = &f->workers[target];
+	requests_init(&c->queue, &c->wc->pool);
 	session_init(&c->session, f->srv, ++f->next_id, fd);
 	/* As Redis: the error, then the connection closes. */
 	if (atomic_fetch_add_explicit(&f->connected, 1, memory_order_relaxed) >=
@@ -514,20 +725,23 @@ static void worker_close_conns(void *arg)
 	}
 }
 
-struct front *front_new(struct drain *drain, const struct command_server *srv)
+struct front *front_new(struct drain *drain, const struct command_server *srv,
+			const struct front_options *opts)
 {
 	struct front *f = xcalloc(1, sizeof(*f));
 
 	f->drain = drain;
 	f->srv = srv;
+	f->opts = *opts;
 	return f;
 }
 
-static void make_workers(struct front *f)
+void front_prepare(struct front *f, unsigned nworkers)
 {
-	size_t size = f->nworkers * sizeof(*f->workers);
+	size_t size = nworkers * sizeof(*f->workers);
 	unsigned i;
 
+	f->nworkers = nworkers;
 	f->workers = aligned_alloc(_Alignof(struct front_worker), size);
 	if (!f->workers)
 		die("out of memory");
@@ -538,6 +752,62 @@ static void make_workers(struct front *f)
 	}
 }
 
+/*
+ * A sparse fixed file table of at most FIXED_FILES_MAX sockets (the
+ * kernel allows no more than RLIMIT_NOFILE). Without one, the worker's
+ * connections use plain fds: logged, not fatal.
+ */
+static void worker_register_files(struct front_worker *wc, agr_worker *w)
+{
+	struct rlimit rl;
+	unsigned n = FIXED_FILES_MAX, i;
+	int ret;
+
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n)
+		n = (unsigned)rl.rlim_cur;
+	ret = io_uring_register_files_sparse(agr_worker_ring(w), n);
+	if (ret < 0) {
+		warnf("worker %u: no fixed file table (%s): plain fds",
+		      wc->index, strerror(-ret));
+		return;
+	}
+	wc->free_slots = xcalloc(n, sizeof(*wc->free_slots));
+	for (i = 0; i < n; i++)
+		wc->free_slots[i] = (int)(n - 1 - i); /* slot 0 first */
+	wc->nfree_slots = n;
+	wc->files = true;
+}
+
+int front_worker_init(struct front *f, agr_worker *w)
+{
+	struct front_worker *wc = &f->workers[agr_worker_index(w)];
+	int ret;
+
+	if (f->opts.recv != FRONT_RECV_MULTISHOT)
+		return 0;
+	ret = agr_buf_ring_new(w, RECV_BUF_GROUP, f->opts.recv_buffers,
+			       RECV_BUF_SIZE, &wc->br);
+	if (ret < 0) { /* Linux < 5.19: the old way */
+		warnf("worker %u: no provided buffer ring (%s): single recvs",
+		      wc->index, strerror(-ret));
+		wc->br = NULL;
+		return 0;
+	}
+	worker_register_files(wc, w);
+	return 0;
+}
+
+void front_worker_exit(struct front *f, agr_worker *w)
+{
+	struct front_worker *wc = &f->workers[agr_worker_index(w)];
+
+	if (wc->files)
+		io_uring_unregister_files(agr_worker_ring(w));
+	wc->files = false;
+	agr_buf_ring_free(wc->br);
+	wc->br = NULL;
+}
+
 void front_start(struct front *f, agr_dispatcher *disp, int port,
 		 int *bound)
 {
@@ -545,8 +815,9 @@ void front_start(struct front *f, agr_dispatcher *disp, int port,
 
 	f->disp = disp;
 	f->sched = agr_dispatcher_scheduler(disp);
-	f->nworkers = (unsigned)agr_scheduler_parallelism(f->sched);
-	make_workers(f);
+	if (!f->workers)
+		front_prepare(f, (unsigned)agr_scheduler_parallelism(f->sched));
+	f->inboxes = request_inboxes_new(f->sched, f->nworkers);
 	fd = net_listen(port, bound);
 	ret = acceptor_start(f->sched, 0, fd, front_take, f, f->drain,
 			     &f->acceptor);
@@ -584,6 +855,12 @@ void front_get_stats(const struct front *f, struct front_stats *st)
 						     memory_order_relaxed);
 		st->protocol_errors += atomic_load_explicit(
 			&w->protocol_errors, memory_order_relaxed);
+		st->recv_enobufs += atomic_load_explicit(
+			&w->recv_enobufs, memory_order_relaxed);
+		st->recv_rearms += atomic_load_explicit(
+			&w->recv_rearms, memory_order_relaxed);
+		st->recv_pauses += atomic_load_explicit(
+			&w->recv_pauses, memory_order_relaxed);
 	}
 }
 
@@ -593,8 +870,12 @@ void front_free(struct front *f)
 
 	if (f->acceptor)
 		acceptor_free(f->acceptor);
-	for (i = 0; f->workers && i < f->nworkers; i++)
+	for (i = 0; f->workers && i < f->nworkers; i++) {
 		buf_free(&f->workers[i].scratch);
+		request_pool_clear(&f->workers[i].pool);
+		free(f->workers[i].free_slots);
+	}
 	free(f->workers);
+	free(f->inboxes);
 	free(f);
 }

@@ -11,6 +11,19 @@
  * may be another one; its reply travels back to the connection's worker
  * with agr_scheduler_schedule().
  *
+ * Receiving (--recv). multishot: a connection keeps one multishot recv
+ * armed into its worker's provided buffer ring, its socket in the
+ * worker's fixed file table (both made by front_worker_init(), in the
+ * worker init hook). Requests are parsed where they arrived, and each
+ * buffer goes back to the kernel before the callback returns; only
+ * what is left (a request cut at the buffer's end, or requests waiting
+ * for room) is copied to the connection's input buffer. The kernel
+ * ends a multishot when the ring is empty (-ENOBUFS: counted) or when
+ * it likes; either way it is armed again at once. With PENDING_MAX
+ * requests in flight the connection ends its multishot and arms it
+ * again when there is room, so that the client waits in TCP's flow
+ * control. single: one recv into the input buffer per completion.
+ *
  * Reply order. Requests of one connection may finish out of order (they
  * go to different groups); each connection keeps its requests in a
  * queue in arrival order and sends a reply only when every earlier one
@@ -51,6 +64,24 @@ struct front;
 struct front_stats {
 	uint64_t connected, rejected; /* open now; over --maxclients */
 	uint64_t connections, commands, protocol_errors;
+	/*
+	 * --recv multishot: ends for want of a buffer; the kernel's other
+	 * ends; pauses for want of room (PENDING_MAX). Each is re-armed.
+	 */
+	uint64_t recv_enobufs, recv_rearms, recv_pauses;
+};
+
+/* How connections receive (--recv). */
+enum front_recv {
+	FRONT_RECV_MULTISHOT, /* one multishot recv into a provided buffer
+			       * ring per worker; sockets as fixed files */
+	FRONT_RECV_SINGLE,    /* a recv into the connection's buffer,
+			       * armed again after each completion */
+};
+
+struct front_options {
+	enum front_recv recv;
+	unsigned recv_buffers; /* per worker, a power of two (multishot) */
 };
 
 /*
@@ -58,7 +89,23 @@ struct front_stats {
  * `srv` (the limits, the password) must outlive the front.
  */
 struct front *front_new(struct drain *drain,
-			const struct command_server *srv);
+			const struct command_server *srv,
+			const struct front_options *opts);
+
+/*
+ * The front's per-worker state for `nworkers` workers: before the
+ * workers start, so that front_worker_init() finds it.
+ */
+void front_prepare(struct front *f, unsigned nworkers);
+
+/*
+ * The worker init and exit hooks' part (agr_supplier_options): with
+ * --recv multishot, the worker's provided buffer ring and fixed file
+ * table. Where the kernel has neither, its connections use single
+ * recvs and plain fds (logged). Returns 0.
+ */
+int front_worker_init(struct front *f, agr_worker *w);
+void front_worker_exit(struct front *f, agr_worker *w);
 
 /*
  * The dispatcher's completion callback (agr_dispatcher_options'

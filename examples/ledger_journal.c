@@ -219,6 +219,7 @@ static int start_batch(struct journal *j)
 	j->flushing = j->filling;
 	j->filling = j->filling == &j->batches[0] ? &j->batches[1] :
 						    &j->batches[0];
+	j->filling->id = j->flushing->id + 1;
 	j->written = 0;
 	if (j->direct && (ret = stage_batch(j)) < 0)
 		return ret;
@@ -234,6 +235,34 @@ static bool must_wait_for_zeros(const struct journal *j)
 
 static void journal_kick(void *arg);
 
+/* Fails every waiter of `b`, detached first: a waiter may append. */
+static void fail_batch(struct journal *j, struct journal_batch *b)
+{
+	struct commit_wait *w = b->head, *next;
+
+	batch_reset(b);
+	for (; w; w = next) {
+		next = w->next;
+		w->durable(w, j->error);
+	}
+}
+
+/*
+ * A forced stop dropped the kick before it ran: the gathered batch will
+ * never be written, so its waiters are told now (their held replies go
+ * out failed) and the journal takes nothing more. The worker is tearing
+ * down, or has ended: nothing else touches the journal.
+ */
+static void journal_kick_dropped(void *arg, int reason)
+{
+	struct journal *j = arg;
+
+	j->kicked = false;
+	if (!j->error)
+		j->error = reason;
+	fail_batch(j, j->filling);
+}
+
 /*
  * Starts the gathered batch at the end of this turn of the worker's
  * loop rather than now: the kick task queues behind the groups that are
@@ -246,20 +275,10 @@ static void journal_schedule(struct journal *j)
 	if (j->kicked || j->flushing || j->filling->count == 0)
 		return;
 	j->kicked = true;
-	if (agr_scheduler_schedule(j->sched, j->worker, journal_kick, j) < 0)
+	if (agr_scheduler_schedule_cancellable(j->sched, j->worker,
+					       journal_kick,
+					       journal_kick_dropped, j) < 0)
 		journal_kick(j); /* the scheduler is stopping: go now */
-}
-
-/* Fails every waiter of `b`, detached first: a waiter may append. */
-static void fail_batch(struct journal *j, struct journal_batch *b)
-{
-	struct commit_wait *w = b->head, *next;
-
-	batch_reset(b);
-	for (; w; w = next) {
-		next = w->next;
-		w->durable(w, j->error);
-	}
 }
 
 static void journal_kick(void *arg)
@@ -308,8 +327,12 @@ static void finish_batch(struct journal *j, int status)
 
 static void journal_fail(struct journal *j, int err)
 {
-	fprintf(stderr, "ledger_server: journal write failed: %s; "
-		"no more events are accepted\n", strerror(-err));
+	if (err == -ECANCELED) /* a forced stop: not the disk's doing */
+		fprintf(stderr, "ledger_server: journal: a forced stop "
+			"cancelled the write in flight; its events fail\n");
+	else
+		fprintf(stderr, "ledger_server: journal write failed: %s; "
+			"no more events are accepted\n", strerror(-err));
 	j->error = err;
 	finish_batch(j, err);
 }
@@ -416,10 +439,33 @@ static void journal_synced(int res, void *arg)
 	if (j->direct)
 		keep_tail(j);
 	j->offset += j->flushing->len;
+	j->durable_id = j->flushing->id; /* before its waiters are told */
 	j->bytes += j->flushing->len;
 	j->events += j->flushing->count;
 	j->syncs++;
 	finish_batch(j, 0);
+}
+
+static void batch_add_waiter(struct journal_batch *b, struct commit_wait *w)
+{
+	w->next = NULL;
+	*b->tail = w;
+	b->tail = &w->next;
+}
+
+int journal_wait(struct journal *j, uint64_t id, struct commit_wait *w)
+{
+	if (id <= j->durable_id)
+		return 1;
+	if (j->error)
+		return j->error;
+	if (id == j->filling->id && j->filling->count > 0)
+		batch_add_waiter(j->filling, w);
+	else if (j->flushing && id <= j->flushing->id)
+		batch_add_waiter(j->flushing, w);
+	else
+		return 1; /* not a batch that holds records: nothing to wait */
+	return 0;
 }
 
 int journal_append(struct journal *j, const char *rec, size_t len,
@@ -443,9 +489,7 @@ int journal_append(struct journal *j, const char *rec, size_t len,
 	}
 	memcpy(b->data + b->len, rec, len);
 	b->len += len;
-	w->next = NULL;
-	*b->tail = w;
-	b->tail = &w->next;
+	batch_add_waiter(b, w);
 	b->count++;
 	journal_schedule(j);
 	return 0;
@@ -531,6 +575,7 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
 	batch_reset(&j->batches[0]);
 	batch_reset(&j->batches[1]);
 	j->filling = &j->batches[0];
+	j->filling->id = 1;
 	ret = io == JOURNAL_IO_DIRECT ? open_direct(j, path) : -EINVAL;
 	if (ret == -EINVAL) { /* buffered asked for, or no O_DIRECT here */
 		free_direct(j);

@@ -7,7 +7,10 @@
  * meanwhile gather in the next batch, which starts once the current one
  * is durable, at the end of the worker's turn. A record's waiter is
  * told, on the journal's worker, once the record is durable or cannot
- * become so.
+ * become so. A forced stop tells every waiter still pending, with
+ * -ECANCELED, as the worker tears down (or, for a batch whose start
+ * was queued after it ended, on the thread that drops that task): the
+ * write in flight is cancelled, a batch not started yet is failed.
  *
  * Two ways to the disk (enum journal_io):
  *
@@ -67,7 +70,8 @@ struct journal_batch {
 	char *data;
 	size_t len, cap;
 	struct commit_wait *head, **tail;
-	unsigned count;
+	unsigned count;	 /* records */
+	uint64_t id;	 /* 1, 2, ...: the order batches become durable */
 };
 
 /*
@@ -98,6 +102,7 @@ struct journal {
 	bool waiting;	 /* the next batch waits for the zero fill */
 	bool holds_zeros; /* counted among the users of the zero buffer */
 	uint64_t offset; /* end of what is durable */
+	uint64_t durable_id; /* the last batch made durable; 0: none */
 	uint64_t zeroed; /* below this the file holds records or zeros */
 	uint64_t zero_at; /* where the zero fill in flight writes */
 	uint64_t zero_retry_at; /* after a failed zero fill: not before */
@@ -137,6 +142,26 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
  */
 int journal_append(struct journal *j, const char *rec, size_t len,
 		   struct commit_wait *w);
+
+/*
+ * The batch the next journal_append() joins: once journal_wait() says
+ * it is durable, so is every record appended before.
+ */
+static inline uint64_t journal_batch_id(const struct journal *j)
+{
+	return j->filling->id;
+}
+
+/*
+ * Waits, on the journal's worker, for batch `id` (a journal_batch_id()
+ * taken when something was appended) and every batch before it to be
+ * durable: a reader of state that records not yet durable made waits
+ * for them. Returns 1 if they are durable already (w is never called),
+ * 0 if w->durable() will be called as for journal_append() (with the
+ * error if the batch fails), or the journal's sticky error (then some
+ * of them can never become durable, and w is never called).
+ */
+int journal_wait(struct journal *j, uint64_t id, struct commit_wait *w);
 
 /* Testing: reports the journal's I/O to `t` from now on (NULL: stop). */
 void journal_set_trace(struct journal *j, const struct journal_trace *t);

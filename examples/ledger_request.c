@@ -11,12 +11,17 @@
 #include "ledger_request.h"
 
 #include <errno.h>
+#include <stdatomic.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ledger_accounts.h"
 #include "resp.h"
 #include "util.h"
+
+/* Pooled per worker beyond this are freed: a burst does not stay. */
+#define REQUEST_POOL_MAX 4096
 
 /*
  * A request of a connection. Lives from parsing until its reply has
@@ -27,6 +32,7 @@
 struct request {
 	struct conn *conn;
 	struct request *next; /* the connection's queue, arrival order */
+	struct request *next_ready; /* an inbox (request_inbox) */
 	bool ready;	      /* reply[] (or big) is final */
 	bool counts;	      /* a child of `parent` that counts 1 */
 	bool refused;	      /* a parent: the dispatcher refused a child */
@@ -40,8 +46,50 @@ struct request {
 	struct account_step *steps; /* EXEC: the transaction's commands */
 	struct transfer *xfer;	    /* TRANSFER */
 	struct account_msg am; /* msg.user = this */
-	char reply[REPLY_MAX];
+	char reply[REPLY_MAX]; /* not cleared on reuse: reply_len says */
 };
+
+/*
+ * A cleared request, from the pool if it has one. Only the fields
+ * before reply[] are cleared: the reply is written before it is read.
+ */
+static struct request *request_alloc(struct request_pool *pool)
+{
+	struct request *rq = pool->free;
+
+	if (!rq)
+		return xcalloc(1, sizeof(*rq));
+	pool->free = rq->next;
+	pool->count--;
+	memset(rq, 0, offsetof(struct request, reply));
+	return rq;
+}
+
+static void request_release(struct request_pool *pool, struct request *rq)
+{
+	free(rq->big);
+	command_msg_release(&rq->am);
+	free(rq->steps);
+	free(rq->xfer);
+	if (pool->count >= REQUEST_POOL_MAX) {
+		free(rq);
+		return;
+	}
+	rq->next = pool->free;
+	pool->free = rq;
+	pool->count++;
+}
+
+void request_pool_clear(struct request_pool *pool)
+{
+	struct request *rq;
+
+	while ((rq = pool->free) != NULL) {
+		pool->free = rq->next;
+		free(rq);
+	}
+	pool->count = 0;
+}
 
 static void request_enqueue(const struct request_ctx *x, struct request *rq)
 {
@@ -65,7 +113,7 @@ void requests_reply(const struct request_ctx *x, const char *p, size_t n)
 		buf_append(x->out, p, n);
 		return;
 	}
-	rq = xcalloc(1, sizeof(*rq));
+	rq = request_alloc(x->queue->pool);
 	if (n > REPLY_MAX) {
 		rq->big = xrealloc(NULL, n);
 		memcpy(rq->big, p, n);
@@ -142,19 +190,69 @@ struct request *requests_completed(agr_message *msg, int status)
 	return rq;
 }
 
-void requests_route(struct request *rq, agr_scheduler *sched)
+struct request_inbox *request_inboxes_new(agr_scheduler *sched, unsigned n)
 {
-	agr_worker *w = agr_worker_current();
+	struct request_inbox *in =
+		aligned_alloc(_Alignof(struct request_inbox), n * sizeof(*in));
+	unsigned i;
+
+	if (!in)
+		die("out of memory");
+	for (i = 0; i < n; i++) {
+		atomic_init(&in[i].head, NULL);
+		in[i].sched = sched;
+		in[i].worker = i;
+	}
+	return in;
+}
+
+/* On the inbox's worker: every reply pushed so far, in any order. */
+static void inbox_drain(void *arg)
+{
+	struct request_inbox *in = arg;
+	struct request *rq = atomic_exchange_explicit(&in->head, NULL,
+						      memory_order_acquire);
+	struct request *next;
+
+	for (; rq; rq = next) {
+		next = rq->next_ready;
+		request_ready(rq);
+	}
+}
+
+/*
+ * Pushes rq; the push that finds the inbox empty schedules the drain,
+ * which will see every later push until it empties the inbox again.
+ */
+static void inbox_push(struct request_inbox *in, struct request *rq)
+{
+	struct request *head = atomic_load_explicit(&in->head,
+						    memory_order_relaxed);
 	int ret;
 
-	if (w && agr_worker_scheduler(w) == sched &&
+	do
+		rq->next_ready = head;
+	while (!atomic_compare_exchange_weak_explicit(&in->head, &head, rq,
+						      memory_order_release,
+						      memory_order_relaxed));
+	if (head)
+		return;
+	ret = agr_scheduler_schedule(in->sched, in->worker, inbox_drain, in);
+	if (ret < 0) /* only after a forced stop: the connection is gone */
+		warnf("replies lost: %s", strerror(-ret));
+}
+
+void requests_route(struct request *rq, struct request_inbox *inboxes)
+{
+	struct request_inbox *in = &inboxes[rq->conn_worker];
+	agr_worker *w = agr_worker_current();
+
+	if (w && agr_worker_scheduler(w) == in->sched &&
 	    (unsigned)agr_worker_index(w) == rq->conn_worker) {
 		request_ready(rq);
 		return;
 	}
-	ret = agr_scheduler_schedule(sched, rq->conn_worker, request_ready, rq);
-	if (ret < 0) /* only after a forced stop: the connection is gone */
-		warnf("reply lost: %s", strerror(-ret));
+	inbox_push(in, rq);
 }
 
 /* Sends rq's message to the accounts, or answers at once if refused. */
@@ -176,7 +274,7 @@ static void request_send(const struct request_ctx *x, struct request *rq)
 
 static struct request *request_new(const struct request_ctx *x)
 {
-	struct request *rq = xcalloc(1, sizeof(*rq));
+	struct request *rq = request_alloc(x->queue->pool);
 
 	rq->conn_worker = x->worker;
 	return rq;
@@ -343,10 +441,6 @@ void requests_collect(struct request_queue *q, struct buf *out, bool drop)
 		if (!drop)
 			buf_append(out, rq->big ? rq->big : rq->reply,
 				   rq->reply_len);
-		free(rq->big);
-		command_msg_release(&rq->am);
-		free(rq->steps);
-		free(rq->xfer);
-		free(rq);
+		request_release(q->pool, rq);
 	}
 }

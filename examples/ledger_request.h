@@ -21,11 +21,33 @@
 struct conn;
 struct request;
 
+/*
+ * Freed requests kept for reuse: one per worker, shared by that
+ * worker's connections, touched only on that worker (requests are made
+ * and freed on their connection's worker), so a request costs no
+ * malloc or free once the pool has grown to the worker's load.
+ */
+struct request_pool {
+	struct request *free;
+	unsigned count; /* in `free`; at most REQUEST_POOL_MAX */
+};
+
+/* Frees the pooled requests (the worker has ended). */
+void request_pool_clear(struct request_pool *pool);
+
 /* A connection's requests, oldest first. Its own: see below. */
 struct request_queue {
 	struct request *head, *tail;
 	unsigned pending; /* requests in the queue */
+	struct request_pool *pool; /* its worker's */
 };
+
+/* An empty queue whose requests come from, and go back to, `pool`. */
+static inline void requests_init(struct request_queue *q,
+				 struct request_pool *pool)
+{
+	*q = (struct request_queue){ .pool = pool };
+}
 
 /* Requests in the queue (its owner reads it through this). */
 static inline unsigned requests_pending(const struct request_queue *q)
@@ -66,8 +88,28 @@ void requests_dispatch(const struct request_ctx *x,
  */
 struct request *requests_completed(agr_message *msg, int status);
 
-/* Marks `rq` ready on its connection's worker (a worker of `sched`). */
-void requests_route(struct request *rq, agr_scheduler *sched);
+/*
+ * Where replies finished on other workers wait for their connection's
+ * worker: one per worker (inboxes[i] for worker i of `sched`), pushed
+ * from any worker without a lock. The first push onto an empty inbox
+ * schedules one task that takes all of them, so a busy worker pays one
+ * agr_scheduler_schedule() (a malloc and a wake-up) per batch of
+ * replies, not per reply.
+ */
+struct request_inbox {
+	_Alignas(64) _Atomic(struct request *) head; /* a LIFO stack */
+	agr_scheduler *sched;
+	unsigned worker;
+};
+
+/* `n` empty inboxes for the workers of `sched` (free() them). */
+struct request_inbox *request_inboxes_new(agr_scheduler *sched, unsigned n);
+
+/*
+ * Marks `rq` ready on its connection's worker: at once if that is the
+ * calling one, else through that worker's inbox (of `inboxes`).
+ */
+void requests_route(struct request *rq, struct request_inbox *inboxes);
 
 /*
  * Takes the replies that are next in line off the queue, into `out`

@@ -13,6 +13,7 @@
  *                 [--watchdog-ms N] [--journal-io direct|buffered]
  *                 [--journal-sync dsync|fdatasync]
  *                 [--worker-cpus auto|none|LIST]
+ *                 [--recv multishot|single] [--recv-buffers N]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
@@ -25,8 +26,9 @@
  * 127.0.0.1:PORT" before its "listening on" line) turns on the
  * dispatcher's latency metrics and serves them at GET /metrics in the
  * Prometheus text format: queue latency (send to handler start) apart
- * from processing latency (handler start to completion, which here
- * includes the wait for fdatasync), outcome counters and queue depth.
+ * from processing latency (handler start to completion: the wait for
+ * the durable write only for transfers, as other messages complete
+ * once their record is queued), outcome counters and queue depth.
  * The scrapes run on worker 0's ring like the acceptor: accept, recv,
  * send, one request per connection. --watchdog-ms N reports handlers
  * that hold their worker longer than N ms (none should: every wait is
@@ -60,6 +62,14 @@
  * --client-query-buffer-limit (16 MiB) while it is incomplete. A
  * protocol error is answered once, then the connection closes.
  *
+ * --recv: how connections receive. multishot, the default: one
+ * multishot recv per connection into a provided buffer ring of its
+ * worker (--recv-buffers buffers of 8 KiB, a power of two, 256 by
+ * default), made in a worker init hook together with a fixed file
+ * table, in which each socket is registered for its recv and sends.
+ * single: the way before, a recv into the connection's own buffer per
+ * completion, plain fds. bench/network.sh compares the two.
+ *
  * --crash-after debit|credit|refusal, for tests: the server kills
  * itself (SIGKILL) at that step of the first TRANSFER that reaches it,
  * so that a restart shows the saga finished or compensated.
@@ -84,13 +94,15 @@
  * events durable. By default the journal writes whole blocks with
  * O_DIRECT into zeros it wrote ahead, so that a batch costs one write
  * and one cache flush and no kernel worker thread; --journal-io
- * buffered goes through the page cache instead. One group holds one
- * event in flight (an account's events are serial), so a batch holds at
- * most one event per group: hence --groups defaults to 4096, far above
- * the library's CPU-based default. Since a batch is written only after
- * the previous one is durable, a crash can tear only the last batch,
- * whose events nobody has seen acknowledged: the file is always
- * acknowledged records, then maybe a torn batch, then maybe zeros.
+ * buffered goes through the page cache instead. A change is applied
+ * in memory as soon as its record is queued, and its message completes
+ * then, with its reply held until the record is durable
+ * (ledger_accounts.h): a group runs its next event at once, so one
+ * batch holds many events of one hot account. Since a batch is written
+ * only after the previous one is durable, a crash can tear only the
+ * last batch, whose events nobody has seen acknowledged: the file is
+ * always acknowledged records, then maybe a torn batch, then maybe
+ * zeros.
  *
  * Stopping. SIGTERM or SIGINT: stop accepting, let every connection
  * answer the requests it has read and close, let the dispatcher finish
@@ -161,6 +173,7 @@ struct config {
 	enum journal_io journal_io;
 	enum journal_sync journal_sync;
 	const char *worker_cpus; /* "auto", "none" or a CPU list */
+	struct front_options front; /* --recv, --recv-buffers */
 	const char *requirepass; /* NULL: none */
 	long long maxclients, max_bulk, query_buf_max;
 	enum crash_point crash_after; /* tests: die there (SIGKILL) */
@@ -176,6 +189,7 @@ struct server {
 	struct front *front;	      /* the RESP connections */
 	struct http_metrics *metrics; /* GET /metrics, with --metrics-port */
 	struct bank *bank;	      /* the accounts and the journals */
+	struct bank_completion replies; /* completions, past the bank */
 	struct replay_result replayed;
 	unsigned journals_direct; /* journals that could use O_DIRECT */
 	struct command_server cmd; /* what the commands see of us */
@@ -231,16 +245,35 @@ static void lock_dir(struct server *srv)
 		die("%s is in use by another ledger_server", srv->cfg.dir);
 }
 
+/*
+ * The worker hooks: the per-worker setup of each part that has one, on
+ * the worker's thread before any work.
+ */
+static int worker_init(agr_worker *w, void *arg)
+{
+	struct server *srv = arg;
+
+	return front_worker_init(srv->front, w);
+}
+
+static void worker_exit(agr_worker *w, void *arg)
+{
+	struct server *srv = arg;
+
+	front_worker_exit(srv->front, w);
+}
+
 static void start_dispatcher(struct server *srv)
 {
+	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
 	agr_supplier *sup;
 	agr_dispatcher_options o = {
 		.name = "ledger",
 		.named_aggregate = { "bank", "Account" },
 		.parallelism = srv->cfg.groups,
 		.owns_supplier = true,
-		.on_complete = front_completed,
-		.complete_arg = srv->front,
+		.on_complete = bank_completed, /* then front_completed */
+		.complete_arg = &srv->replies,
 		.group_key = bank_group_key, /* SCAN names its group */
 		/*
 		 * Only when asked: two clock reads and a shared depth count
@@ -251,9 +284,15 @@ static void start_dispatcher(struct server *srv)
 	};
 	int ret;
 
-	ret = agr_supplier_new("ledger", srv->cfg.workers, &sup);
+	srv->replies = (struct bank_completion){ front_completed, srv->front };
+	so.parallelism = srv->cfg.workers;
+	so.worker_init = worker_init;
+	so.worker_exit = worker_exit;
+	so.hook_arg = srv;
+	ret = agr_supplier_new_opts("ledger", &so, &sup);
 	if (ret)
-		die("agr_supplier_new: %s", agr_strerror(ret));
+		die("agr_supplier_new_opts: %s", agr_strerror(ret));
+	front_prepare(srv->front, (unsigned)agr_supplier_parallelism(sup));
 	/* Its workers start with the dispatcher's scheduler, below. */
 	place_workers(srv->cfg.worker_cpus, srv->cfg.dir,
 		      (unsigned)agr_supplier_parallelism(sup));
@@ -340,6 +379,12 @@ static void print_started(const struct server *srv, int port,
 	       srv->cfg.journal_sync == JOURNAL_SYNC_FDATASYNC ?
 		       "write + fdatasync" :
 		       "RWF_DSYNC writes");
+	if (srv->cfg.front.recv == FRONT_RECV_MULTISHOT)
+		printf("ledger_server: recv multishot, %u buffers of 8 KiB "
+		       "per worker, sockets as fixed files\n",
+		       srv->cfg.front.recv_buffers);
+	else
+		printf("ledger_server: recv single\n");
 	if (srv->metrics)
 		printf("metrics on 127.0.0.1:%d\n", metrics_port);
 	printf("listening on 127.0.0.1:%d\n", port);
@@ -364,7 +409,7 @@ static void start_server(struct server *srv)
 
 	drain_init(&srv->drain);
 	init_commands(srv);
-	srv->front = front_new(&srv->drain, &srv->cmd);
+	srv->front = front_new(&srv->drain, &srv->cmd, &srv->cfg.front);
 	block_signals();
 	lock_dir(srv);
 	start_dispatcher(srv);
@@ -470,6 +515,12 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 	       " durable writes (%.1f events per write)%s\n",
 	       events, syncs, syncs ? (double)events / (double)syncs : 0.0,
 	       journals_ok(srv) ? "" : "; JOURNAL FAILED");
+	if (srv->cfg.front.recv == FRONT_RECV_MULTISHOT)
+		printf("ledger_server: multishot recvs re-armed %" PRIu64
+		       " times, %" PRIu64 " of them after ENOBUFS, %" PRIu64
+		       " after a pause for room\n",
+		       st.recv_rearms + st.recv_enobufs + st.recv_pauses,
+		       st.recv_enobufs, st.recv_pauses);
 	fflush(stdout);
 }
 
@@ -515,6 +566,7 @@ static const char usage_text[] =
 	"                     [--requirepass PASSWORD] [--maxclients N]\n"
 	"                     [--proto-max-bulk-len BYTES] "
 	"[--client-query-buffer-limit BYTES]\n"
+	"                     [--recv multishot|single] [--recv-buffers N]\n"
 	"                     [--crash-after debit|credit|refusal]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
 	"--groups 4096\n"
@@ -522,7 +574,8 @@ static const char usage_text[] =
 	"--journal-io direct,\n"
 	"            --journal-sync dsync, --worker-cpus auto, no password,\n"
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
-	"            --client-query-buffer-limit 16777216\n"
+	"            --client-query-buffer-limit 16777216,\n"
+	"            --recv multishot --recv-buffers 256\n"
 	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
 
 /* The index of s in names[n], or opts_bad(). */
@@ -541,7 +594,8 @@ static void parse_option(int ch, struct config *c)
 	static const char *const io[] = { "direct", "buffered" };
 	static const char *const sync[] = { "dsync", "fdatasync" };
 	static const char *const crash[] = { "debit", "credit", "refusal" };
-	long secs;
+	static const char *const recv[] = { "multishot", "single" };
+	long secs, n;
 
 	switch (ch) {
 	case 'p': c->port = (int)opts_number(optarg, 0, 65535); break;
@@ -578,6 +632,16 @@ static void parse_option(int ch, struct config *c)
 	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;
 	case 'B': c->max_bulk = opts_number(optarg, 1, 1L << 30); break;
 	case 'Q': c->query_buf_max = opts_number(optarg, 1024, 1L << 31); break;
+	case 'r':
+		c->front.recv = choice(optarg, recv, 2) ? FRONT_RECV_SINGLE :
+							  FRONT_RECV_MULTISHOT;
+		break;
+	case 'b':
+		n = opts_number(optarg, 1, 32768);
+		if (n & (n - 1))
+			opts_bad(); /* the kernel's rule for a buffer ring */
+		c->front.recv_buffers = (unsigned)n;
+		break;
 	case 'h': opts_help();
 	default: opts_bad();
 	}
@@ -603,23 +667,28 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "maxclients", required_argument, NULL, 'M' },
 		{ "proto-max-bulk-len", required_argument, NULL, 'B' },
 		{ "client-query-buffer-limit", required_argument, NULL, 'Q' },
+		{ "recv", required_argument, NULL, 'r' },
+		{ "recv-buffers", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
 	int ch;
 
 	/*
-	 * Groups: an account's events are serial, so one fdatasync can make
-	 * at most one event per busy group durable. Accounts are many and
-	 * each waits milliseconds for its fdatasync, hence many more groups
-	 * than the library's CPU-based default.
+	 * Groups: a group runs one account's events back to back without
+	 * waiting for the disk (only transfers hold their group until
+	 * durable), so many groups are not needed for group commit any
+	 * more; 4096 stays the default, which spreads transfers' waits.
 	 */
 	*c = (struct config){ .port = 6380, .dir = "ledger-data",
 			      .groups = 4096, .shutdown_timeout = 10.0,
 			      .metrics_port = -1, .worker_cpus = "auto",
 			      .maxclients = 10000, .max_bulk = 8 << 20,
-			      .query_buf_max = 16 << 20 };
-	while ((ch = getopt_long(argc, argv, "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:h",
+			      .query_buf_max = 16 << 20,
+			      .front = { .recv = FRONT_RECV_MULTISHOT,
+					 .recv_buffers = 256 } };
+	while ((ch = getopt_long(argc, argv,
+				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:r:b:h",
 				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)

@@ -379,12 +379,44 @@ static size_t encode_line(char *dst, size_t cap, char type, const char *s,
 	return pos;
 }
 
+size_t resp_format_ll(char dst[RESP_LL_MAX], long long v)
+{
+	/* Magnitude as unsigned: -LLONG_MIN does not fit a long long. */
+	unsigned long long u = v < 0 ? 0ull - (unsigned long long)v :
+				       (unsigned long long)v;
+	char tmp[RESP_LL_MAX];
+	size_t n = 0, i = sizeof(tmp);
+
+	do {
+		tmp[--i] = (char)('0' + u % 10);
+		u /= 10;
+	} while (u);
+	if (v < 0)
+		dst[n++] = '-';
+	memcpy(dst + n, tmp + i, sizeof(tmp) - i);
+	return n + sizeof(tmp) - i;
+}
+
+/*
+ * A reply's header or integer ("*3\r\n", ":-42\r\n"): on every reply's
+ * path, so formatted by hand rather than through snprintf.
+ */
 static size_t encode_number(char *dst, size_t cap, char type, long long v)
 {
-	char num[24];
-	int n = snprintf(num, sizeof(num), "%lld", v);
+	char line[RESP_LL_MAX + 3];
+	size_t n;
 
-	return encode_line(dst, cap, type, num, (size_t)n);
+	line[0] = type;
+	n = 1 + resp_format_ll(line + 1, v);
+	line[n++] = '\r';
+	line[n++] = '\n';
+	if (n <= cap) {
+		memcpy(dst, line, n);
+		return n;
+	}
+	if (cap)
+		memcpy(dst, line, cap);
+	return n;
 }
 
 size_t resp_encode_simple(char *dst, size_t cap, const char *s)

@@ -85,6 +85,15 @@ bool resp_arg_is(const struct resp_arg *arg, const char *s);
  */
 bool resp_parse_ll(const char *p, size_t len, long long *out);
 
+/* The longest decimal long long: "-9223372036854775808". */
+#define RESP_LL_MAX 20
+
+/*
+ * Writes v in decimal to dst (no NUL), as "%lld" would; returns the
+ * length. Hand-written: replies are formatted on every request's path.
+ */
+size_t resp_format_ll(char dst[RESP_LL_MAX], long long v);
+
 /* ---- replies, as a client reads them ---- */
 
 enum resp_type {

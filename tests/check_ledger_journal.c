@@ -374,6 +374,171 @@ START_TEST(zeros_are_written_ahead)
 }
 END_TEST
 
+/* ---- waiting for a batch (journal_wait) ---- */
+
+/*
+ * What a worker saw, in order: 'r' a record told durable, 'w' a wait
+ * told, 'n' a wait that returned "durable already"; with the status of
+ * each told one.
+ */
+struct order {
+	struct rig *g;
+	struct commit_wait rec[2], wait[2];
+	char seen[8];
+	int status[8];
+	unsigned nseen;
+	uint64_t id;	  /* the batch of rec[0] */
+	int ret[3];	  /* journal_wait's */
+	struct tu_latch step, told;
+};
+
+static void order_note(struct order *o, char c, int status)
+{
+	if (o->nseen < sizeof(o->seen) - 1) {
+		o->status[o->nseen] = status;
+		o->seen[o->nseen++] = c;
+	}
+}
+
+static struct order *order_of_rec(struct commit_wait *w, unsigned i)
+{
+	return (struct order *)(void *)((char *)(w - i) -
+					offsetof(struct order, rec));
+}
+
+static void rec0_durable(struct commit_wait *w, int status)
+{
+	struct order *o = order_of_rec(w, 0);
+
+	order_note(o, 'r', status);
+	tu_latch_count_down(&o->told);
+}
+
+static void rec1_durable(struct commit_wait *w, int status)
+{
+	struct order *o = order_of_rec(w, 1);
+
+	order_note(o, 'R', status);
+	tu_latch_count_down(&o->told);
+}
+
+static struct order *order_of_wait(struct commit_wait *w, unsigned i)
+{
+	return (struct order *)(void *)((char *)(w - i) -
+					offsetof(struct order, wait));
+}
+
+static void wait0_told(struct commit_wait *w, int status)
+{
+	struct order *o = order_of_wait(w, 0);
+
+	order_note(o, 'w', status);
+	tu_latch_count_down(&o->told);
+}
+
+static void wait1_told(struct commit_wait *w, int status)
+{
+	struct order *o = order_of_wait(w, 1);
+
+	order_note(o, 'W', status);
+	tu_latch_count_down(&o->told);
+}
+
+/* A wait whose batch is durable already counts as told at once. */
+static void order_wait(struct order *o, unsigned i, int *ret)
+{
+	*ret = journal_wait(&o->g->j, o->id, &o->wait[i]);
+	if (*ret != 0) {
+		order_note(o, i ? 'N' : 'n', *ret == 1 ? 0 : *ret);
+		tu_latch_count_down(&o->told);
+	}
+}
+
+/* In one task: record 0, a wait for its batch (joins it). */
+static void order_first(void *arg)
+{
+	struct order *o = arg;
+	char rec[RECORD_LEN + 1];
+
+	record(rec, 0);
+	o->rec[0].durable = rec0_durable;
+	o->rec[1].durable = rec1_durable;
+	o->wait[0].durable = wait0_told;
+	o->wait[1].durable = wait1_told;
+	o->ret[0] = journal_wait(&o->g->j, 0, &o->wait[0]); /* nothing */
+	if (journal_append(&o->g->j, rec, RECORD_LEN, &o->rec[0]) < 0)
+		o->ret[0] = -1;
+	o->id = journal_batch_id(&o->g->j);
+	order_wait(o, 0, &o->ret[1]);
+	tu_latch_count_down(&o->step);
+}
+
+/*
+ * In a later task: a wait for the same batch, which is still gathering,
+ * in flight or durable by now, then record 1.
+ */
+static void order_second(void *arg)
+{
+	struct order *o = arg;
+	char rec[RECORD_LEN + 1];
+
+	order_wait(o, 1, &o->ret[2]);
+	record(rec, 1);
+	if (journal_append(&o->g->j, rec, RECORD_LEN, &o->rec[1]) < 0)
+		o->ret[0] = -1;
+	tu_latch_count_down(&o->step);
+}
+
+static void order_run(struct rig *g, struct order *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->g = g;
+	tu_latch_init(&o->step, 2);
+	tu_latch_init(&o->told, 4);
+	ck_assert_int_eq(agr_scheduler_schedule(g->s, 0, order_first, o), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(g->s, 0, order_second, o), 0);
+	ck_assert(tu_latch_wait(&o->step, TU_LONG_NS));
+	ck_assert(tu_latch_wait(&o->told, TU_LONG_NS));
+	tu_assert_no_worker_failure();
+	tu_latch_destroy(&o->step);
+	tu_latch_destroy(&o->told);
+}
+
+/*
+ * A wait is told once its batch is durable, after the batch's records
+ * and before any later one's; a wait for a batch durable already, or
+ * for none (id 0), returns 1.
+ */
+START_TEST(a_wait_is_told_after_its_batch)
+{
+	struct order o;
+	struct rig g;
+
+	rig_up(&g);
+	open_journal(&g, 0, IO_OF(_i), SYNC_OF(_i));
+	order_run(&g, &o);
+	ck_assert_int_eq(o.ret[0], 1);
+	ck_assert_int_eq(o.ret[1], 0); /* the batch was still gathering */
+	ck_assert_uint_eq(o.id, 1);
+	/* r, w in that order; W (told) or N (durable already) after r. */
+	ck_assert_uint_eq(o.nseen, 4);
+	ck_assert_int_eq(o.seen[0], 'r');
+	ck_assert_int_eq(o.seen[1], 'w');
+	if (o.ret[2] == 0)
+		ck_assert_int_eq(o.seen[2], 'W');
+	else
+		ck_assert(o.ret[2] == 1 && o.seen[2] == 'N');
+	ck_assert_int_eq(o.seen[3], 'R');
+	ck_assert_int_eq(o.status[0] | o.status[1] | o.status[2] | o.status[3],
+			 0);
+	/* Record 1 joined batch 1 (still gathering) or batch 2. */
+	ck_assert_uint_eq(g.j.durable_id, g.j.syncs);
+	ck_assert_uint_le(g.j.durable_id, 2);
+	stop_and_close(&g);
+	rig_down(&g);
+}
+END_TEST
+
 #ifdef AGR_FAULT_INJECTION
 
 /* A write that comes back short is finished, not failed. */
@@ -432,6 +597,55 @@ START_TEST(a_failed_write_fails_for_good)
 	ck_assert_int_eq(pread(fd, buf, sizeof(buf), 0), (ssize_t)sizeof(buf));
 	ck_assert(memcmp(buf, g.expected, sizeof(buf)) == 0);
 	close(fd);
+	rig_down(&g);
+}
+END_TEST
+
+/*
+ * A failed batch: its waits are told the error, a later wait for it
+ * gets the error at once, one for a batch durable before returns 1.
+ */
+static void wait_failed_task(void *arg)
+{
+	struct order *o = arg;
+
+	o->ret[2] = journal_wait(&o->g->j, o->id - 1, &o->wait[1]);
+	o->ret[0] = journal_wait(&o->g->j, o->id, &o->wait[1]);
+	tu_latch_count_down(&o->step);
+}
+
+START_TEST(a_wait_for_a_failed_batch_fails)
+{
+	struct order o;
+	struct rig g;
+
+	rig_up(&g);
+	open_journal(&g, 0, IO_OF(_i), SYNC_OF(_i));
+	append_ok(&g, 0, 1); /* batch 1 durable (and the zeros, if direct) */
+	ck_assert_int_eq(agr_fault_arm(AGR_FAULT_IO_RESULT, -EIO, 0, 1), 0);
+	memset(&o, 0, sizeof(o));
+	o.g = &g;
+	tu_latch_init(&o.step, 1);
+	tu_latch_init(&o.told, 2);
+	ck_assert_int_eq(agr_scheduler_schedule(g.s, 0, order_first, &o), 0);
+	ck_assert(tu_latch_wait(&o.told, TU_LONG_NS));
+	ck_assert(tu_latch_wait(&o.step, TU_LONG_NS));
+	agr_fault_reset();
+	ck_assert_uint_eq(o.id, 2);
+	ck_assert_int_eq(o.ret[1], 0);
+	ck_assert_uint_eq(o.nseen, 2);
+	ck_assert(o.seen[0] == 'r' && o.status[0] == -EIO);
+	ck_assert(o.seen[1] == 'w' && o.status[1] == -EIO);
+	tu_latch_destroy(&o.step);
+	tu_latch_init(&o.step, 1);
+	ck_assert_int_eq(agr_scheduler_schedule(g.s, 0, wait_failed_task, &o),
+			 0);
+	ck_assert(tu_latch_wait(&o.step, TU_LONG_NS));
+	ck_assert_int_eq(o.ret[2], 1);
+	ck_assert_int_eq(o.ret[0], -EIO);
+	tu_latch_destroy(&o.step);
+	tu_latch_destroy(&o.told);
+	stop_and_close(&g);
 	rig_down(&g);
 }
 END_TEST
@@ -501,7 +715,9 @@ static Suite *journal_suite(void)
 	tcase_add_loop_test(tc, batches_share_blocks, 0, 4);
 	tcase_add_loop_test(tc, reopen_continues_after_the_records, 0, 4);
 	tcase_add_test(tc, zeros_are_written_ahead);
+	tcase_add_loop_test(tc, a_wait_is_told_after_its_batch, 0, 4);
 #ifdef AGR_FAULT_INJECTION
+	tcase_add_loop_test(tc, a_wait_for_a_failed_batch_fails, 0, 4);
 	tcase_add_loop_test(tc, a_short_write_is_finished, 0, 4);
 	tcase_add_loop_test(tc, a_failed_write_fails_for_good, 0, 4);
 	tcase_add_test(tc, a_failed_zero_fill_costs_only_speed);

@@ -21,9 +21,18 @@ kill_servers() {
 # start_server LOG CMD...: runs a server in the background and waits,
 # at most 10 s, for its "listening on 127.0.0.1:PORT" line. Sets $pid
 # and $port. Exits 77 (skip) when the server says io_uring is missing.
+#
+# LEDGER_RECV=single|multishot: every ledger_server started here gets
+# --recv LEDGER_RECV (tests/ledger_recv.sh runs the ledger tests in the
+# mode that is not the default).
 start_server() {
 	log=$1
 	shift
+	case $1 in
+	*/ledger_server)
+		[ -z "${LEDGER_RECV:-}" ] || set -- "$@" --recv "$LEDGER_RECV"
+		;;
+	esac
 	"$@" >"$log" 2>&1 &
 	pid=$!
 	pids="$pids $pid"
