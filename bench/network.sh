@@ -8,7 +8,7 @@
 #
 #   network.sh BUILDDIR RESULTSDIR [RUNS]          (RUNS: 5)
 #
-# 1. Durable INCRBY. ledger_server (default workers: one per CPU, and
+# 1. Durable INCRBY. ledger_server (default workers: half the CPUs, and
 #    with --workers 1, the thread count of Redis's event loop, which
 #    --worker-cpus auto places on the CPU of the disk's interrupts; and
 #    the same with --worker-cpus none, left to the kernel),

@@ -50,6 +50,17 @@ static void list_first(const cpu_set_t *first, const cpu_set_t *allowed,
  * it pins them: then `list` holds the CPUs we may run on, those that
  * take the journal disk's interrupts first, and `near` those.
  */
+unsigned default_workers(void)
+{
+	cpu_set_t allowed;
+	int n;
+
+	if (sched_getaffinity(0, sizeof(allowed), &allowed) < 0)
+		return 1;
+	n = CPU_COUNT(&allowed) / 2;
+	return n > 0 ? (unsigned)n : 1;
+}
+
 static const char *near_disk(const char *dir, unsigned nworkers, char *list,
 			     char *near, size_t size)
 {

@@ -17,6 +17,16 @@
 
 #include <stdbool.h>
 
+/*
+ * ledger_server's default worker count: half the CPUs it may run on, at
+ * least one. Each worker writes a journal of its own, and where every
+ * durable write flushes the device, fewer journals make bigger batches;
+ * the other CPUs take the network's and the disk's interrupts and the
+ * clients. On the benchmark machine (2 CPUs) one worker served 1.3x
+ * (P1) to 1.4x (P16) the durable INCRBYs/s of two (bench/RESULTS.md).
+ */
+unsigned default_workers(void);
+
 /* Whether s is "auto", "none" or looks like a CPU list. */
 bool worker_cpus_valid(const char *s);
 

@@ -286,6 +286,8 @@ static void start_dispatcher(struct server *srv)
 
 	srv->replies = (struct bank_completion){ front_completed, srv->front };
 	so.parallelism = srv->cfg.workers;
+	if (!so.parallelism && !getenv("AGR_SCHEDULER_POOL_SIZE"))
+		so.parallelism = (int)default_workers();
 	so.worker_init = worker_init;
 	so.worker_exit = worker_exit;
 	so.hook_arg = srv;
@@ -568,7 +570,7 @@ static const char usage_text[] =
 	"[--client-query-buffer-limit BYTES]\n"
 	"                     [--recv multishot|single] [--recv-buffers N]\n"
 	"                     [--crash-after debit|credit|refusal]\n"
-	"  defaults: --port 6380 --dir ledger-data --workers <CPUs> "
+	"  defaults: --port 6380 --dir ledger-data --workers <CPUs / 2> "
 	"--groups 4096\n"
 	"            --shutdown-timeout 10, no metrics, no watchdog, "
 	"--journal-io direct,\n"
