@@ -123,15 +123,8 @@ AGR_API int agr_wow_command_decode(const char *json, size_t len,
 	d = calloc(1, sizeof(*d));
 	if (!d)
 		return -ENOMEM;
-	d->root = agr__wow_json_parse(WHAT, json, len);
-	if (!d->root) {
-		err = -EBADMSG;
-	} else if (!json_object_is_type(d->root, json_type_object)) {
-		agr_log(AGR_LOG_WARN, WHAT ": not a JSON object");
-		err = -EBADMSG;
-	} else {
-		err = read_fields(d->root, d);
-	}
+	d->root = agr__wow_json_parse_object(WHAT, json, len);
+	err = d->root ? read_fields(d->root, d) : -EBADMSG;
 	if (err) {
 		agr_wow_command_free(&d->pub);
 		return err;
