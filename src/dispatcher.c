@@ -842,7 +842,6 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 	if (posix_memalign((void **)&d, AGR__CACHELINE, sizeof(*d)) != 0)
 		return -ENOMEM;
 	memset(d, 0, sizeof(*d));
-	atomic_init(&d->gate, 0);
 	atomic_init(&d->started, false);
 	atomic_init(&d->forced, false);
 	atomic_init(&d->sweeps_pending, 0);
