@@ -43,6 +43,8 @@
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
 #define IDLE_SPIN_US_MAX 1000000
+/* The most pauses between two looks of an idle spin (about 1 us). */
+#define SPIN_PAUSES_MAX 32
 /*
  * How many prepared SQEs may wait for the end of the loop's turn
  * (AGR_SUBMIT_BATCH overrides, 0: all wait). A turn that reaps a batch
@@ -124,6 +126,15 @@ struct agr_worker {
 	atomic_bool ring_ready;
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
+	/*
+	 * The spin gives the CPU away now and then: only where the workers
+	 * alone fill the machine, so that a producer that shares a CPU
+	 * with a spinner gets to run. With CPUs to spare a yield is a
+	 * system call that helps nobody.
+	 */
+	bool spin_yields;
+	unsigned peers; /* workers of the scheduler, for spin_yields */
+	struct agr__poller *pollers; /* what else it looks at while awake */
 	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
 	/*
 	 * SQEs of agr_io_sqe() that the caller may still be preparing:
@@ -911,6 +922,51 @@ void agr__worker_adopt_orphans(struct agr_worker *w)
 	pthread_mutex_unlock(&w->orphan_lock);
 }
 
+/* ---- pollers ---- */
+
+void agr__worker_add_poller(struct agr_worker *w, struct agr__poller *p)
+{
+	p->next = w->pollers;
+	w->pollers = p;
+	p->added = true;
+}
+
+void agr__worker_remove_poller(struct agr_worker *w, struct agr__poller *p)
+{
+	struct agr__poller **pp;
+
+	if (!p->added)
+		return;
+	for (pp = &w->pollers; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	p->added = false;
+	p->next = NULL;
+}
+
+/*
+ * Asks every poller to look (see enum agr__poll_mode); true if one ran
+ * something. A poller may remove itself and add itself again meanwhile,
+ * hence the next one is read first.
+ */
+static bool poll_all(struct agr_worker *w, enum agr__poll_mode mode)
+{
+	struct agr__poller *p, *next;
+	bool ran = false;
+
+	for (p = w->pollers; p; p = next) {
+		next = p->next;
+		if (p->poll(p, w, mode)) {
+			ran = true;
+			end_of_callback(w);
+		}
+	}
+	return ran;
+}
+
 /* ---- loop ---- */
 
 /*
@@ -985,6 +1041,7 @@ static void read_settings(struct agr_worker *w)
 						0, IDLE_SPIN_US_MAX);
 
 	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
+	w->spin_yields = (unsigned)agr__online_cpus() <= w->peers;
 	w->submit_batch = st->submit_batch >= 0 ?
 				  (unsigned)st->submit_batch :
 				  (unsigned)agr__env_long_or(
@@ -1065,27 +1122,37 @@ static bool io_done(struct agr_worker *w)
 static bool spin_for_work(struct agr_worker *w)
 {
 	uint64_t deadline;
-	unsigned i;
+	unsigned i, pauses = 1, k;
 
 	if (w->idle_spin_ns == 0)
 		return must_wake(w) || io_done(w);
 	deadline = agr__now_ns() + w->idle_spin_ns;
 
 	for (i = 1;; i++) {
-		if (must_wake(w) || io_done(w))
+		if (must_wake(w) || io_done(w) ||
+		    (w->pollers && poll_all(w, AGR__POLL_LOOK)))
 			return true;
 		/* A pause takes tens of ns: look at the clock now and then. */
 		if (!(i & 3) && agr__now_ns() >= deadline)
 			return false;
 		/*
-		 * Now and then give the CPU to whoever else can run: on a
-		 * small machine that is often the producer we wait for,
-		 * and a spinner that never yields starves it.
+		 * Where the workers fill the machine, give the CPU now and
+		 * then to whoever else can run: often the producer we wait
+		 * for, which a spinner that never yields starves.
 		 */
-		if (!(i & 15))
+		if (w->spin_yields && !(i & 15)) {
 			sched_yield();
-		else
+			continue;
+		}
+		/*
+		 * Look less often the longer nothing comes: each look takes
+		 * the lines producers write into our cache, and taking them
+		 * after every message makes each of their writes a miss.
+		 */
+		for (k = 0; k < pauses; k++)
 			agr__cpu_relax();
+		if (pauses < SPIN_PAUSES_MAX)
+			pauses *= 2;
 	}
 }
 
@@ -1189,8 +1256,13 @@ static void tear_down(struct agr_worker *w)
 
 static bool graceful_done(struct agr_worker *w)
 {
-	return atomic_load(&w->stop_requested) &&
-	       !agr__mpsc_maybe_nonempty(&w->inbox) && w->inflight == 0;
+	if (!atomic_load(&w->stop_requested))
+		return false;
+	/* Held groups go back first: their next sends must reach us. */
+	if (w->pollers && poll_all(w, AGR__POLL_RELEASE))
+		return false;
+	return !w->pollers && !agr__mpsc_maybe_nonempty(&w->inbox) &&
+	       w->inflight == 0;
 }
 
 /* The kernel kept CQEs aside (FEAT_NODROP); reaping drains them. */
@@ -1202,7 +1274,7 @@ static void note_cq_overflow(struct agr_worker *w)
 
 static void worker_loop(struct agr_worker *w)
 {
-	bool more;
+	bool more, polled;
 
 	for (;;) {
 		agr__bump(&w->stats.iterations);
@@ -1212,7 +1284,9 @@ static void worker_loop(struct agr_worker *w)
 		note_cq_overflow(w);
 		reap(w);
 		more = run_inbox(w);
+		polled = w->pollers && poll_all(w, AGR__POLL_LOOK);
 		if (atomic_load(&w->force)) {
+			poll_all(w, AGR__POLL_DROP);
 			tear_down(w);
 			break;
 		}
@@ -1220,7 +1294,12 @@ static void worker_loop(struct agr_worker *w)
 			break;
 		if (more)
 			poll_kernel(w);
-		else if (!spin_for_work(w))
+		else if (polled && io_uring_sq_ready(&w->ring))
+			poll_kernel(w); /* what the groups run submitted */
+		else if (polled)
+			io_done(w); /* enters the kernel only if it has work */
+		else if (!spin_for_work(w) &&
+			 !(w->pollers && poll_all(w, AGR__POLL_RELEASE)))
 			sleep_in_kernel(w);
 	}
 	w->closing = true;
@@ -1300,6 +1379,7 @@ int agr__worker_new(const struct agr__worker_config *cfg,
 	w->ring_fd = -1;
 	w->sched = cfg->sched;
 	w->index = cfg->index;
+	w->peers = cfg->peers ? cfg->peers : 1;
 	w->hooks = cfg->hooks;
 	w->settings = cfg->settings ? *cfg->settings : agr__worker_defaults;
 	n = strnlen(cfg->thread_name, sizeof(w->thread_name) - 1);
