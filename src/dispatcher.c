@@ -12,6 +12,13 @@
  * functions return AGR_PENDING keeps the group busy until the last
  * agr_exchange_done(), which re-posts the activation.
  *
+ * A worker that drains a group while it is awake does not mark it idle
+ * at once: it holds the group (still running, queue empty) and looks at
+ * its queue while it polls for work, so that a producer's next message
+ * to it is one push, with no activation to post and no state to change
+ * (see "held groups" below). Before the worker sleeps, and once intake
+ * closes, it lets its held groups go idle as above.
+ *
  * A graceful stop closes the gate, waits for senders inside it to
  * leave, then waits for every group to be idle (wait_idle).
  */
@@ -33,6 +40,12 @@
 #include <aggring/metrics.h> /* agr_dispatcher_metrics_get */
 
 #define DRAIN_LIMIT 64 /* messages per activation, for fairness */
+/*
+ * Groups a worker holds per dispatcher (see "held groups"): each costs
+ * a look at its queue's line per poll, so the set is bounded; groups
+ * drained while it is full go idle as usual.
+ */
+#define HOLD_MAX 64
 #define BATCH_PREFETCH 8 /* messages fetched ahead by a batched send */
 
 /*
@@ -104,6 +117,7 @@ struct group {
 	AGR__ALIGNED_CACHELINE struct agr__work work; /* the activation */
 	struct agr_dispatcher *d;
 	struct agr_worker *worker;
+	struct held *held; /* the set its worker holds it in */
 	/*
 	 * The message that started and has not completed (waiting for
 	 * agr_exchange_done(), or running). Atomic only so that a stop's
@@ -141,6 +155,17 @@ struct handler {
 	char *type; /* NULL: every message */
 	agr_handler_fn fn;
 	void *arg;
+};
+
+/*
+ * The groups one worker holds for one dispatcher, and the poller that
+ * makes the worker look at them: that worker alone touches it.
+ */
+struct held {
+	struct agr__poller poller;
+	struct agr_dispatcher *d;
+	unsigned n;
+	struct group *groups[HOLD_MAX];
 };
 
 /* Latency histograms of one worker's groups: that worker writes them. */
@@ -189,6 +214,7 @@ struct agr_dispatcher {
 	struct handler *handlers;
 	size_t nhandlers;
 	struct sweep *sweeps;
+	struct held *held; /* per worker */
 	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
 	struct agr__sched_watch stuck_watch; /* the watchdog's look */
 	atomic_uint_fast64_t stuck_detected;
@@ -543,6 +569,8 @@ static bool go_idle(struct group *g)
 	return true;
 }
 
+static bool hold(struct group *g);
+
 static void drain(struct group *g)
 {
 	struct agr_exchange *ex;
@@ -553,7 +581,7 @@ static void drain(struct group *g)
 			return; /* agr_exchange_done() resumes the group */
 		ex = pop_message(g);
 		if (!ex) {
-			if (go_idle(g))
+			if (hold(g) || go_idle(g))
 				return;
 			continue;
 		}
@@ -599,6 +627,91 @@ static void run_group(struct agr__work *work, struct agr_worker *w,
 		atomic_store_explicit(&g->state, G_RUNNING,
 				      memory_order_relaxed);
 	drain(g);
+}
+
+/* ---- held groups (on their worker) ---- */
+
+/*
+ * Holds the drained group g: it stays G_RUNNING, so senders only push,
+ * and its worker looks at its queue while it is awake (poll_held).
+ * False, and nothing held, when intake is closing or the set is full.
+ */
+static bool hold(struct group *g)
+{
+	struct held *h = g->held;
+
+	if (h->n == HOLD_MAX || agr__gate_closed(&g->d->gate) ||
+	    atomic_load_explicit(&g->d->forced, memory_order_relaxed))
+		return false;
+	h->groups[h->n++] = g;
+	if (!h->poller.added)
+		agr__worker_add_poller(g->worker, &h->poller);
+	return true;
+}
+
+/* Drains the held groups that have messages; true if any had. */
+static bool look_at_held(struct held *h)
+{
+	struct group *g;
+	unsigned i = h->n;
+	bool ran = false;
+
+	/*
+	 * Downwards, and the last entry fills the hole: a group that
+	 * drain() holds again goes to the end and is not looked at twice.
+	 */
+	while (i-- > 0) {
+		g = h->groups[i];
+		if (!agr__mpsc_maybe_nonempty(&g->queue))
+			continue;
+		h->groups[i] = h->groups[--h->n];
+		drain(g);
+		ran = true;
+	}
+	return ran;
+}
+
+/*
+ * Lets every held group go: idle, or drained once more if a message
+ * came (DROP: its messages discarded, as a dropped activation's are).
+ * The set is emptied and the poller removed first: letting the last
+ * group go idle may let another thread free the dispatcher.
+ */
+static bool let_go(struct held *h, struct agr_worker *w, bool drop)
+{
+	struct group *groups[HOLD_MAX];
+	unsigned i, n = h->n;
+	bool ran = false;
+
+	memcpy(groups, h->groups, n * sizeof(groups[0]));
+	h->n = 0;
+	agr__worker_remove_poller(w, &h->poller);
+	for (i = 0; i < n; i++) {
+		if (drop) {
+			discard_all(groups[i]);
+		} else if (!go_idle(groups[i])) {
+			drain(groups[i]);
+			ran = true;
+		}
+	}
+	return ran;
+}
+
+static bool poll_held(struct agr__poller *p, struct agr_worker *w,
+		      enum agr__poll_mode mode)
+{
+	struct held *h = agr__container_of(p, struct held, poller);
+	struct agr_dispatcher *d = h->d;
+	bool ran;
+
+	if (mode == AGR__POLL_LOOK && !agr__gate_closed(&d->gate) &&
+	    !atomic_load_explicit(&d->forced, memory_order_relaxed)) {
+		ran = look_at_held(h);
+		if (h->n == 0)
+			agr__worker_remove_poller(w, p);
+		return ran;
+	}
+	return let_go(h, w, mode == AGR__POLL_DROP);
 }
 
 /* ---- exchange ---- */
@@ -803,9 +916,13 @@ static void init_groups(struct agr_dispatcher *d)
 		g->work.fn = run_group;
 		g->d = d;
 		g->worker = agr__scheduler_worker(d->sched, (unsigned)i);
+		g->held = &d->held[i % agr__scheduler_workers(d->sched)];
 		g->index = (unsigned)i;
 	}
 }
+
+static bool poll_held(struct agr__poller *p, struct agr_worker *w,
+		      enum agr__poll_mode mode);
 
 static void init_sweeps(struct agr_dispatcher *d)
 {
@@ -814,6 +931,8 @@ static void init_sweeps(struct agr_dispatcher *d)
 	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
 		d->sweeps[i].d = d;
 		d->sweeps[i].worker_index = (unsigned)i;
+		d->held[i].d = d;
+		d->held[i].poller.poll = poll_held;
 	}
 }
 
@@ -825,6 +944,7 @@ static void free_memory(struct agr_dispatcher *d)
 		free(d->handlers[i].type);
 	free(d->handlers);
 	free(d->sweeps);
+	free(d->held);
 	free(d->latency);
 	free(d->groups);
 	free(d->name);
@@ -902,9 +1022,11 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	ret = agr_supplier_get_or_init(o->supplier, &o->named_aggregate,
 				       &d->sched);
 	if (!ret) {
-		d->sweeps = calloc((size_t)agr__scheduler_workers(d->sched),
-				   sizeof(*d->sweeps));
-		if (!d->sweeps)
+		size_t workers = (size_t)agr__scheduler_workers(d->sched);
+
+		d->sweeps = calloc(workers, sizeof(*d->sweeps));
+		d->held = calloc(workers, sizeof(*d->held));
+		if (!d->sweeps || !d->held)
 			ret = -ENOMEM;
 	}
 	if (!ret && o->metrics)
