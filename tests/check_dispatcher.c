@@ -1574,6 +1574,71 @@ END_TEST
 enum { FN_A1 = 1, FN_A2 = 2, FN_ANY = 3 };
 #define EV_FN_OF(fn, seq) (EV_FN + 100 * (fn) + (seq))
 
+
+/*
+ * Held groups: X to group A starts A; A's function sends Y to group B
+ * (B idle: an activation); B's function sends Z back to A. A was
+ * drained and held by then, so Z is pushed and picked up without a
+ * second activation of A: the worker runs two items, not three.
+ */
+struct relay {
+	struct journal j;
+	struct tmsg x, y, z;
+};
+
+static int relay_fn(agr_exchange *ex, void *arg)
+{
+	struct relay *r = arg;
+	struct tmsg *t = current_tmsg(ex);
+	agr_dispatcher *d = agr_exchange_dispatcher(ex);
+
+	journal_add(&r->j, EV_START + t->seq);
+	if (t == &r->x)
+		ck_assert_int_eq(agr_dispatcher_send(d, &r->y.m), 0);
+	else if (t == &r->y)
+		ck_assert_int_eq(agr_dispatcher_send(d, &r->z.m), 0);
+	return 0;
+}
+
+static uint64_t worker_items(agr_dispatcher *d)
+{
+	agr_worker_metrics m;
+
+	ck_assert_int_eq(agr_scheduler_worker_metrics(
+				 agr_dispatcher_scheduler(d), 0, &m), 0);
+	return m.items;
+}
+
+START_TEST(held_group_takes_a_send_without_an_activation)
+{
+	char id_a[32], id_b[32];
+	struct relay r;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	uint64_t before;
+	int ga;
+
+	journal_init(&r.j);
+	ga = pick_id(id_a, sizeof(id_a), "a", 8, 1, 0, -1);
+	pick_id(id_b, sizeof(id_b), "b", 8, 1, 0, ga);
+	tmsg_init(&r.x, id_a, 1);
+	tmsg_init(&r.y, id_b, 2);
+	tmsg_init(&r.z, id_a, 3);
+	o = owned_options(1, 8, &r.j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, relay_fn, &r);
+	start(d);
+	before = worker_items(d);
+	send_ok(d, &r.x);
+	ck_assert(journal_wait(&r.j, 3));
+	ASSERT_ORDER(&r.j, EV_START + 1, EV_START + 2, EV_START + 3);
+	ck_assert_uint_eq(worker_items(d) - before, 2);
+	stop_and_free(d);
+	ck_assert_int_eq(atomic_load(&r.z.completions), 1);
+	journal_destroy(&r.j);
+}
+END_TEST
+
 struct fanout {
 	struct journal j;
 	struct tu_latch started; /* the three functions of message 1 */
@@ -3028,6 +3093,7 @@ static Suite *suite(void)
 	tcase_add_test(core, async_function_holds_only_its_group);
 	tcase_add_test(core, queue_limit_gives_eagain);
 	tcase_add_test(core, matching_functions_run_together);
+	tcase_add_test(core, held_group_takes_a_send_without_an_activation);
 	tcase_add_test(core, unmatched_message_is_skipped);
 	tcase_add_test(core, new_rejects_bad_options);
 	tcase_add_test(core, send_and_register_reject_bad_input);
