@@ -46,7 +46,13 @@
  * drained while it is full go idle as usual.
  */
 #define HOLD_MAX 64
-#define BATCH_PREFETCH 8 /* messages fetched ahead by a batched send */
+/*
+ * Groups a batched send routes ahead of its pushes, asking for their
+ * lines for writing: the push's exchange then finds its line at hand
+ * instead of waiting, one after the other, for each group's line to
+ * come back from the worker that last looked at it.
+ */
+#define BATCH_ROUTE_AHEAD 16
 
 /*
  * G_IDLING: the worker has drained the group and looks at its queue once
@@ -1193,13 +1199,15 @@ static int claim_valid(const struct agr_dispatcher *d, agr_message *msg,
 	return -EBUSY;
 }
 
-/* Pushes the claimed msg; returns its group, or NULL with *err set. */
-static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
-			   int *err)
+/*
+ * Pushes the claimed msg to group `key` (route()'s answer for it);
+ * returns the group, or NULL with *err set.
+ */
+static struct group *admit_to(struct agr_dispatcher *d, agr_message *msg,
+			      int key, int *err)
 {
 	struct agr_exchange *ex;
 	struct group *g;
-	int key = route(d, msg);
 
 	if (key < 0) {
 		unclaim(msg);
@@ -1235,6 +1243,31 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 		ex->stamp_ns = agr__now_ns();
 	agr__mpsc_push(&g->queue, &ex->node);
 	return g;
+}
+
+static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
+			   int *err)
+{
+	return admit_to(d, msg, route(d, msg), err);
+}
+
+/*
+ * The group of msgs[i] for a batched send, and its line asked for; -1
+ * when it is left to admit() (a custom group key, which must be called
+ * once per message offered, or a message send will refuse).
+ */
+static int route_ahead(const struct agr_dispatcher *d, agr_message **msgs,
+		       size_t i)
+{
+	agr_message *msg = msgs[i];
+	int key;
+
+	if (d->group_key || !msg || !msg->aggregate_id)
+		return -1;
+	key = agr_group_key(msg->aggregate_id, d->parallelism);
+	__builtin_prefetch(&d->groups[key].state, 1);
+	prefetch_message(msg);
+	return key;
 }
 
 /*
@@ -1314,9 +1347,10 @@ AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg)
 AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 				      size_t n, size_t *admitted)
 {
+	int keys[BATCH_ROUTE_AHEAD];
 	struct group *g;
 	size_t i;
-	int ret = 0;
+	int ret = 0, key;
 
 	if (admitted)
 		*admitted = 0;
@@ -1339,19 +1373,21 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 	}
 	/*
 	 * One doorbell per sleeping worker covers the whole batch: a
-	 * worker's bell stays rung until it runs out of work. The messages
-	 * are fetched a few ahead, so that their cache misses overlap
-	 * instead of stalling each push in turn.
+	 * worker's bell stays rung until it runs out of work. Messages and
+	 * their groups are fetched a few ahead, so that their cache misses
+	 * overlap instead of stalling each push in turn.
 	 */
-	for (i = 1; i < n && i < BATCH_PREFETCH; i++)
-		if (msgs[i])
-			prefetch_message(msgs[i]);
+	for (i = 0; i < n && i < BATCH_ROUTE_AHEAD; i++)
+		keys[i] = route_ahead(d, msgs, i);
 	for (i = 0; i < n; i++) {
-		if (i + BATCH_PREFETCH < n && msgs[i + BATCH_PREFETCH])
-			prefetch_message(msgs[i + BATCH_PREFETCH]);
+		key = keys[i % BATCH_ROUTE_AHEAD];
+		if (i + BATCH_ROUTE_AHEAD < n)
+			keys[i % BATCH_ROUTE_AHEAD] =
+				route_ahead(d, msgs, i + BATCH_ROUTE_AHEAD);
 		if (i > 0 && (ret = claim_valid(d, msgs[i], __func__)) != 0)
 			break;
-		g = admit(d, msgs[i], &ret);
+		g = key >= 0 ? admit_to(d, msgs[i], key, &ret) :
+			       admit(d, msgs[i], &ret);
 		if (!g)
 			break;
 		if (schedule_if_idle(g))
