@@ -32,17 +32,20 @@ typedef struct agr__gate {
 	} slot[AGR__GATE_SLOTS];
 } agr__gate;
 
-/* The calling thread's slot: threads take slots in turn as they first send. */
+/*
+ * Which slot the calling thread counts itself in: threads take slots
+ * in turn as they first send (gate.c; one definition, so that every
+ * file that enters or leaves a gate uses the same slot).
+ */
+extern _Thread_local unsigned agr__gate_my_slot; /* 0: not picked yet */
+
+unsigned agr__gate_pick_slot(void);
+
 static inline unsigned agr__gate_slot(void)
 {
-	static atomic_uint next_slot;
-	static _Thread_local unsigned mine; /* 0: not picked yet */
-
-	if (agr__unlikely(mine == 0))
-		mine = 1 + atomic_fetch_add_explicit(&next_slot, 1,
-						     memory_order_relaxed) %
-				   AGR__GATE_SLOTS;
-	return mine - 1;
+	if (agr__unlikely(agr__gate_my_slot == 0))
+		return agr__gate_pick_slot();
+	return agr__gate_my_slot - 1;
 }
 
 /* Enters the gate; false (nothing entered) once it is closed. */
