@@ -221,7 +221,6 @@ static int worker_new(struct agr_scheduler *s, unsigned index,
 	struct agr__worker_config cfg = {
 		.sched = s,
 		.index = index,
-		.peers = (unsigned)s->parallelism,
 		.thread_name = name,
 		.hooks = { .ready = worker_ready, .exited = worker_exited,
 			   .arg = s },

@@ -126,14 +126,7 @@ struct agr_worker {
 	atomic_bool ring_ready;
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
-	/*
-	 * The spin gives the CPU away now and then: only where the workers
-	 * alone fill the machine, so that a producer that shares a CPU
-	 * with a spinner gets to run. With CPUs to spare a yield is a
-	 * system call that helps nobody.
-	 */
-	bool spin_yields;
-	unsigned peers; /* workers of the scheduler, for spin_yields */
+	int online_cpus; /* read at start, for spin_yields() */
 	struct agr__poller *pollers; /* what else it looks at while awake */
 	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
 	/*
@@ -178,6 +171,8 @@ struct agr_worker {
 };
 
 _Thread_local struct agr_worker *agr__current_worker;
+/* Worker threads of every scheduler in their loop, for spin_yields(). */
+static atomic_int live_workers;
 atomic_bool agr__watchdog_on;
 
 AGR_API agr_worker *agr_worker_current(void)
@@ -1041,7 +1036,7 @@ static void read_settings(struct agr_worker *w)
 						0, IDLE_SPIN_US_MAX);
 
 	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
-	w->spin_yields = (unsigned)agr__online_cpus() <= w->peers;
+	w->online_cpus = agr__online_cpus();
 	w->submit_batch = st->submit_batch >= 0 ?
 				  (unsigned)st->submit_batch :
 				  (unsigned)agr__env_long_or(
@@ -1113,6 +1108,18 @@ static bool io_done(struct agr_worker *w)
 }
 
 /*
+ * Whether an idle spin gives the CPU away now and then: only where the
+ * workers of the process, of all its schedulers, fill the machine, so
+ * that a producer sharing a CPU with a spinner gets to run. With CPUs
+ * to spare a yield is a system call that helps nobody.
+ */
+static bool spin_yields(const struct agr_worker *w)
+{
+	return atomic_load_explicit(&live_workers, memory_order_relaxed) >=
+	       w->online_cpus;
+}
+
+/*
  * Watches for work for up to w->idle_spin_ns before sleeping; true if work
  * (or a stop) showed up. The bell stays rung meanwhile, so producers
  * push without ringing. Completions of I/O need a trip to the kernel to
@@ -1123,10 +1130,12 @@ static bool spin_for_work(struct agr_worker *w)
 {
 	uint64_t deadline;
 	unsigned i, pauses = 1, k;
+	bool yields;
 
 	if (w->idle_spin_ns == 0)
 		return must_wake(w) || io_done(w);
 	deadline = agr__now_ns() + w->idle_spin_ns;
+	yields = spin_yields(w);
 
 	for (i = 1;; i++) {
 		if (must_wake(w) || io_done(w) ||
@@ -1140,14 +1149,18 @@ static bool spin_for_work(struct agr_worker *w)
 		 * then to whoever else can run: often the producer we wait
 		 * for, which a spinner that never yields starves.
 		 */
-		if (w->spin_yields && !(i & 15)) {
-			sched_yield();
+		if (yields) {
+			if (!(i & 15))
+				sched_yield();
+			else
+				agr__cpu_relax();
 			continue;
 		}
 		/*
-		 * Look less often the longer nothing comes: each look takes
-		 * the lines producers write into our cache, and taking them
-		 * after every message makes each of their writes a miss.
+		 * With CPUs to spare, look less often the longer nothing
+		 * comes: each look takes the lines producers write into our
+		 * cache, and taking them after every message makes each of
+		 * their writes a miss.
 		 */
 		for (k = 0; k < pauses; k++)
 			agr__cpu_relax();
@@ -1340,7 +1353,9 @@ static void *worker_main(void *arg)
 	atomic_store_explicit(&w->stats.started_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	if (ret == 0) {
+		atomic_fetch_add(&live_workers, 1);
 		worker_loop(w);
+		atomic_fetch_sub(&live_workers, 1);
 		if (w->settings.exit)
 			w->settings.exit(w, w->settings.hook_arg);
 	}
@@ -1379,7 +1394,6 @@ int agr__worker_new(const struct agr__worker_config *cfg,
 	w->ring_fd = -1;
 	w->sched = cfg->sched;
 	w->index = cfg->index;
-	w->peers = cfg->peers ? cfg->peers : 1;
 	w->hooks = cfg->hooks;
 	w->settings = cfg->settings ? *cfg->settings : agr__worker_defaults;
 	n = strnlen(cfg->thread_name, sizeof(w->thread_name) - 1);

@@ -84,7 +84,6 @@ extern const struct agr__worker_settings agr__worker_defaults;
 struct agr__worker_config {
 	struct agr_scheduler *sched; /* agr_worker_scheduler(); opaque here */
 	unsigned index;		     /* agr_worker_index() */
-	unsigned peers;		     /* workers of its scheduler, itself too */
 	const char *thread_name;     /* cut to the 15 bytes Linux keeps */
 	struct agr__worker_hooks hooks;
 	/* Read by the worker's thread as it starts: keep it until then. */
