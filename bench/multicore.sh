@@ -16,7 +16,8 @@
 # per-id order and exactly-once completion by the program itself.
 #
 # Writes OUTDIR/<config>.txt (what the program printed) and
-# OUTDIR/<config>.csv, OUTDIR/machine.txt (CPUs, model, kernel),
+# OUTDIR/<config>.csv, OUTDIR/machine.txt (CPUs, model, kernel, load),
+# OUTDIR/log.txt (what ran when),
 # OUTDIR/summary.txt (one page: the targets' ratios) and, next to
 # OUTDIR, OUTDIR.tar.gz with all of it. With two kits, each
 # configuration runs old then new (new first every other one), into
@@ -314,7 +315,8 @@ workers=${workers# }
 mkdir -p "$out"
 for t in $tags; do mkdir -p "$(dir_of "$t")"; done
 start=$(date +%s)
-log() { echo "[$(($(date +%s) - start))s] $*"; }
+log() { echo "[$(($(date +%s) - start))s] $*" | tee -a "$out/log.txt"; }
+rm -f "$out/log.txt"
 
 if command -v timeout >/dev/null 2>&1; then
 	limit() { timeout "$timeout_s" "$@"; }
@@ -375,6 +377,9 @@ machine() {
 	fi
 	echo "kernel: $(uname -r) $(uname -m)"
 	grep -m1 MemTotal /proc/meminfo || true
+	echo "load: $(cat /proc/loadavg 2>/dev/null)"
+	g=/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor
+	if [ -r "$g" ]; then echo "governor: $(cat "$g")"; fi
 	echo "perf: $(command -v perf || echo none)"
 	for t in $tags; do echo "kit $t: $(kit_of "$t")"; done
 	echo "sizes: runs $runs; dispatch $dispatch_args at workers $workers;" \
