@@ -84,6 +84,11 @@ ratio() {
 	}'
 }
 
+# why TXT: why a program left no CSV, as the last line of its output.
+why() {
+	echo "no result ($(basename "$1"): $(tail -n 1 "$1" 2>/dev/null || echo "not run"))"
+}
+
 # num X: X to 2 places, or ? if there is none.
 num() { awk -v x="$1" 'BEGIN { if (x == "") printf "?"; else printf "%.2f", x }'; }
 
@@ -99,7 +104,7 @@ summary_dispatch() {
 	printf '  %-7s %-6s %8s %8s  %-16s %-14s %-14s\n' workers msgs single batch "best peer" single/best batch/best
 	for w in $workers; do
 		f=$d/dispatch-w$w.csv
-		[ -f "$f" ] || { echo "  $w: no result (see dispatch-w$w.txt)"; continue; }
+		[ -f "$f" ] || { echo "  $w: $(why "$d/dispatch-w$w.txt")"; continue; }
 		b=$(batch_of "$f")
 		for v in $(variants "$f"); do
 			s=$(csv_get "$f" "$v" aggring throughput 6)
@@ -139,7 +144,7 @@ summary_collapse() {
 summary_scale() {
 	f=$1/scale.csv
 	echo "scale, aggring / pthread throughput (targets: >= 1.0 at 1 and 256 aggregates, > 1 at 16)"
-	[ -f "$f" ] || { echo "  no result (see scale.txt)"; return 0; }
+	[ -f "$f" ] || { echo "  $(why "$1/scale.txt")"; return 0; }
 	line=" "
 	for v in 1 16 256; do
 		a=$(csv_get "$f" "$v" aggring throughput 6)
@@ -152,7 +157,7 @@ summary_scale() {
 summary_producers() {
 	f=$1/producers.csv
 	echo "producers, M msg/s medians (target at 4 and 16 producers: >= 1.0 the best peer)"
-	[ -f "$f" ] || { echo "  no result (see producers.txt)"; return 0; }
+	[ -f "$f" ] || { echo "  $(why "$1/producers.txt")"; return 0; }
 	b=$(batch_of "$f")
 	for v in $(variants "$f"); do
 		s=$(csv_get "$f" "$v" aggring throughput 6)
@@ -168,7 +173,7 @@ summary_producers() {
 summary_latency() {
 	f=$1/latency.csv
 	echo "latency, done p99 at 50% load, us (target: aggring <= the best peer)"
-	[ -f "$f" ] || { echo "  no result (see latency.txt)"; return 0; }
+	[ -f "$f" ] || { echo "  $(why "$1/latency.txt")"; return 0; }
 	a=$(csv_get "$f" 50% aggring done_p99 6)
 	# shellcheck disable=SC2046 # "engine median", two words
 	set -- $(best_peer "$f" 50% done_p99 min)
