@@ -84,11 +84,6 @@ ratio() {
 	}'
 }
 
-# why TXT: why a program left no CSV, as the last line of its output.
-why() {
-	echo "no result ($(basename "$1"): $(tail -n 1 "$1" 2>/dev/null || echo "not run"))"
-}
-
 # num X: X to 2 places, or ? if there is none.
 num() { awk -v x="$1" 'BEGIN { if (x == "") printf "?"; else printf "%.2f", x }'; }
 
@@ -98,87 +93,143 @@ batch_of() {
 	awk -F, '$3 ~ /^aggring-batch/ { print $3; exit }' "$1"
 }
 
+# rt A B [TARGET ge|le]: A / B in seven columns, "!" after it when it
+# misses TARGET, "n/a" without both.
+rt() {
+	awk -v a="$1" -v b="$2" -v t="${3:-}" -v how="${4:-ge}" 'BEGIN {
+		if (a == "" || b == "" || b + 0 == 0) { printf "%7s", "n/a "; exit }
+		r = a / b
+		miss = t != "" && (how == "ge" ? r < t : r > t)
+		printf "%6.2f%s", r, miss ? "!" : " "
+	}'
+}
+
+# The kit whose absolute figures the summary shows: the last (new).
+last_dir() { dir_of new; }
+# "M/s" or, with two kits, "M/s of new".
+abs_label() { if [ "$tags" = new ]; then echo "M/s"; else echo "M/s of new"; fi; }
+
+# heads NAME...: the per-kit column heads, "| old:NAME ... | new:NAME ...".
+heads() {
+	for t in $tags; do
+		printf ' |'
+		for h in "$@"; do printf ' %7s' "$t:$h"; done
+	done
+}
+
+# dispatch_row W VARIANT: per kit single and batch / best peer, then
+# the last kit's medians.
+dispatch_row() {
+	printf '  %-7s %-5s' "$1" "$2"
+	for t in $tags; do
+		f=$(dir_of "$t")/dispatch-w$1.csv
+		# shellcheck disable=SC2046 # "engine median", two words
+		set -- "$1" "$2" $(best_peer "$f" "$2" throughput max)
+		printf ' | %s %s' "$(rt "$(csv_get "$f" "$2" aggring throughput 6)" "${4:-}" 1.0)" \
+			"$(rt "$(csv_get "$f" "$2" "$(batch_of "$f")" throughput 6)" "${4:-}" 1.2)"
+	done
+	f=$(last_dir)/dispatch-w$1.csv
+	printf ' | %6s %6s  %s %s\n' "$(num "$(csv_get "$f" "$2" aggring throughput 6)")" \
+		"$(num "$(csv_get "$f" "$2" "$(batch_of "$f")" throughput 6)")" "${3:-?}" "$(num "${4:-}")"
+}
+
 summary_dispatch() {
-	d=$1
-	echo "dispatch, M msg/s medians (targets: single / best peer >= 1.0, batch / best peer >= 1.2)"
-	printf '  %-7s %-6s %8s %8s  %-16s %-14s %-14s\n' workers msgs single batch "best peer" single/best batch/best
+	echo "dispatch: aggring single and batch / best peer (targets >= 1.0 and >= 1.2)"
+	printf '  %-7s %-5s%s | %6s %6s  %s\n' workers msgs "$(heads sgl bat)" "single" "batch" "best peer ($(abs_label))"
 	for w in $workers; do
-		f=$d/dispatch-w$w.csv
-		[ -f "$f" ] || { echo "  $w: $(why "$d/dispatch-w$w.txt")"; continue; }
-		b=$(batch_of "$f")
-		for v in $(variants "$f"); do
-			s=$(csv_get "$f" "$v" aggring throughput 6)
-			bt=$(csv_get "$f" "$v" "$b" throughput 6)
-			# shellcheck disable=SC2046 # "engine median", two words
-			set -- $(best_peer "$f" "$v" throughput max)
-			printf '  %-7s %-6s %8.2f %8.2f  %-8s %7.2f %-14s %-14s\n' "$w" "$v" "${s:-0}" "${bt:-0}" \
-				"${1:-?}" "${2:-0}" "$(ratio "$s" "${2:-}" 1.0)" "$(ratio "$bt" "${2:-}" 1.2)"
-		done
+		vs=""
+		for t in $tags; do [ -n "$vs" ] || vs=$(variants "$(dir_of "$t")/dispatch-w$w.csv"); done
+		[ -n "$vs" ] || { echo "  $w: no result"; continue; }
+		for v in $vs; do dispatch_row "$w" "$v"; done
 	done
 }
 
 summary_collapse() {
-	d=$1
-	echo "no collapse: each engine's slowest run / its median, worst over dispatch and producers (target >= 0.6)"
+	echo "no collapse: slowest run / median, worst over dispatch and producers (target >= 0.6)"
 	set --
-	for f in "$d"/dispatch-w*.csv "$d"/producers.csv; do
-		[ -f "$f" ] && set -- "$@" "$f"
+	for t in $tags; do
+		set -- "$@" "tag=$t"
+		for f in "$(dir_of "$t")"/dispatch-w*.csv "$(dir_of "$t")"/producers.csv; do
+			[ -f "$f" ] && set -- "$@" "$f"
+		done
 	done
-	[ $# -gt 0 ] || { echo "  no results"; return 0; }
-	awk -F, '
+	# shellcheck disable=SC2086 # tags is a word list
+	awk -F, -v tags="$tags" '
 		FNR > 1 && $4 == "throughput" && $6 > 0 {
-			r = $7 / $6; e = $3
-			if (!(e in worst)) order[++n] = e
-			if (!(e in worst) || r < worst[e]) {
-				worst[e] = r; f = FILENAME; sub(/.*\//, "", f); sub(/\.csv$/, "", f)
-				at[e] = f " " $2
+			r = $7 / $6; k = tag SUBSEP $3
+			if (!($3 in known)) { known[$3] = 1; order[++n] = $3 }
+			if (!(k in worst) || r < worst[k]) {
+				worst[k] = r; f = FILENAME; sub(/.*\//, "", f); sub(/\.csv$/, "", f)
+				at[k] = f " " $2
 			}
 		}
 		END {
-			for (i = 1; i <= n; i++)
-				printf "  %-16s %.2f %-6s (%s)\n", order[i], worst[order[i]],
-					(worst[order[i]] >= 0.6 ? "met" : "MISSED"), at[order[i]]
+			nt = split(tags, t, " ")
+			for (i = 1; i <= n; i++) {
+				printf "  %-16s", order[i]
+				for (j = 1; j <= nt; j++) {
+					k = t[j] SUBSEP order[i]
+					if (k in worst)
+						printf " | %s %5.2f%s", t[j], worst[k], worst[k] < 0.6 ? "!" : " "
+					else
+						printf " | %s   n/a ", t[j]
+				}
+				printf "  (%s)\n", at[t[nt] SUBSEP order[i]]
+			}
 		}' "$@"
 }
 
 summary_scale() {
-	f=$1/scale.csv
-	echo "scale, aggring / pthread throughput (targets: >= 1.0 at 1 and 256 aggregates, > 1 at 16)"
-	[ -f "$f" ] || { echo "  $(why "$1/scale.txt")"; return 0; }
-	line=" "
+	echo "scale: aggring / pthread (targets >= 1.0 at 1 and 256 aggregates, the lead kept at 16)"
+	printf '  %-13s%s | %s\n' aggregates "$(heads x)" "$(abs_label): aggring vs pthread"
 	for v in 1 16 256; do
-		a=$(csv_get "$f" "$v" aggring throughput 6)
-		p=$(csv_get "$f" "$v" pthread throughput 6)
-		line="$line $v: $(ratio "$a" "$p" 1.0) ($(num "$a") vs $(num "$p") M/s);"
+		printf '  %-13s' "$v"
+		for t in $tags; do
+			f=$(dir_of "$t")/scale.csv
+			printf ' | %s' "$(rt "$(csv_get "$f" "$v" aggring throughput 6)" \
+				"$(csv_get "$f" "$v" pthread throughput 6)" 1.0)"
+		done
+		f=$(last_dir)/scale.csv
+		printf ' | %s vs %s\n' "$(num "$(csv_get "$f" "$v" aggring throughput 6)")" \
+			"$(num "$(csv_get "$f" "$v" pthread throughput 6)")"
 	done
-	echo "$line"
+}
+
+producers_row() {
+	case $1 in P4-*|P16-*) tgt=1.0 ;; *) tgt="" ;; esac
+	printf '  %-12s' "$1"
+	for t in $tags; do
+		f=$(dir_of "$t")/producers.csv
+		# shellcheck disable=SC2046 # "engine median", two words
+		set -- "$1" $(best_peer "$f" "$1" throughput max)
+		printf ' | %s %s' "$(rt "$(csv_get "$f" "$1" aggring throughput 6)" "${3:-}" $tgt)" \
+			"$(rt "$(csv_get "$f" "$1" "$(batch_of "$f")" throughput 6)" "${3:-}" $tgt)"
+	done
+	f=$(last_dir)/producers.csv
+	printf ' | %6s %6s  %s %s\n' "$(num "$(csv_get "$f" "$1" aggring throughput 6)")" \
+		"$(num "$(csv_get "$f" "$1" "$(batch_of "$f")" throughput 6)")" "${2:-?}" "$(num "${3:-}")"
 }
 
 summary_producers() {
-	f=$1/producers.csv
-	echo "producers, M msg/s medians (target at 4 and 16 producers: >= 1.0 the best peer)"
-	[ -f "$f" ] || { echo "  $(why "$1/producers.txt")"; return 0; }
-	b=$(batch_of "$f")
-	for v in $(variants "$f"); do
-		s=$(csv_get "$f" "$v" aggring throughput 6)
-		bt=$(csv_get "$f" "$v" "$b" throughput 6)
-		# shellcheck disable=SC2046 # "engine median", two words
-		set -- $(best_peer "$f" "$v" throughput max)
-		case $v in P4-*|P16-*) tgt=1.0 ;; *) tgt="" ;; esac
-		printf '  %-11s single %7.2f batch %7.2f  best %-7s %7.2f  single/best %-12s batch/best %s\n' \
-			"$v" "${s:-0}" "${bt:-0}" "${1:-?}" "${2:-0}" "$(ratio "$s" "${2:-}" $tgt)" "$(ratio "$bt" "${2:-}" $tgt)"
-	done
+	echo "producers: aggring single and batch / best peer (target >= 1.0 at 4 and 16 producers)"
+	printf '  %-12s%s | %6s %6s  %s\n' producers "$(heads sgl bat)" single batch "best peer ($(abs_label))"
+	vs=""
+	for t in $tags; do [ -n "$vs" ] || vs=$(variants "$(dir_of "$t")/producers.csv"); done
+	[ -n "$vs" ] || { echo "  no result"; return 0; }
+	for v in $vs; do producers_row "$v"; done
 }
 
 summary_latency() {
-	f=$1/latency.csv
-	echo "latency, done p99 at 50% load, us (target: aggring <= the best peer)"
-	[ -f "$f" ] || { echo "  $(why "$1/latency.txt")"; return 0; }
-	a=$(csv_get "$f" 50% aggring done_p99 6)
-	# shellcheck disable=SC2046 # "engine median", two words
-	set -- $(best_peer "$f" 50% done_p99 min)
-	echo "  aggring $(num "$a"), best peer ${1:-?} $(num "${2:-}"): $(ratio "$a" "${2:-}" 1.0 le)"
-	grep -m1 "peak" "$(dirname "$f")/latency.txt" 2>/dev/null | sed 's/^/  /' || true
+	echo "latency: done p99 at 50% load, aggring / best peer (target <= 1.0)"
+	for t in $tags; do
+		f=$(dir_of "$t")/latency.csv
+		a=$(csv_get "$f" 50% aggring done_p99 6)
+		# shellcheck disable=SC2046 # "engine median", two words
+		set -- $(best_peer "$f" 50% done_p99 min)
+		printf '  %-4s %s  (aggring %s us, %s %s us; %s)\n' "$t" "$(rt "$a" "${2:-}" 1.0 le)" \
+			"$(num "$a")" "${1:-?}" "$(num "${2:-}")" \
+			"$(grep -m1 -o "aggring's peak [0-9.]* M msg/s" "$(dir_of "$t")/latency.txt" 2>/dev/null || echo "no peak")"
+	done
 }
 
 # paired NAME OLDFILE NEWFILE VARIANT METRIC: new / old of aggring's
@@ -223,16 +274,17 @@ summary() {
 		"$(grep -m1 -E 'Model name|model name' "$m" | sed 's/.*: *//')," \
 		"kernel $(sed -n 's/^kernel: //p' "$m"), $(sed -n 's/^date: //p' "$m")"
 	grep '^sizes:' "$m"
+	for t in $tags; do echo "kit $t: $(kit_of "$t")"; done
+	echo "ratios per kit; \"!\": target missed"
+	echo
+	summary_dispatch
+	summary_collapse
+	summary_scale
+	summary_producers
+	summary_latency
 	for t in $tags; do
-		d=$(dir_of "$t")
-		echo
-		echo "== kit $t: $(kit_of "$t")"
-		summary_dispatch "$d"
-		summary_collapse "$d"
-		summary_scale "$d"
-		summary_producers "$d"
-		summary_latency "$d"
-		grep -l "TIMED OUT\|FAILED" "$d"/*.txt 2>/dev/null | sed 's/^/  failed or timed out: /' || true
+		grep -H "TIMED OUT\|FAILED\|SKIPPED\|is not in" "$(dir_of "$t")"/*.txt 2>/dev/null |
+			sed 's/^/  no result: /' || true
 	done
 	if [ "$tags" != new ]; then
 		echo
