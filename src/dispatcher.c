@@ -41,11 +41,13 @@
 
 #define DRAIN_LIMIT 64 /* messages per activation, for fairness */
 /*
- * Groups a worker holds per dispatcher (see "held groups"): each costs
- * a look at its queue's line per poll, so the set is bounded; groups
- * drained while it is full go idle as usual.
+ * Groups a worker holds per dispatcher (see "held groups"): up to all
+ * of its groups, at most HOLD_MAX (groups drained while the set is full
+ * go idle as usual), and a poll looks at HOLD_LOOKS of them, taking
+ * turns, so that a large set does not make each poll long.
  */
-#define HOLD_MAX 64
+#define HOLD_MAX 1024
+#define HOLD_LOOKS 32
 /*
  * Groups a batched send routes ahead of its pushes, asking for their
  * lines for writing: the push's exchange then finds its line at hand
@@ -170,8 +172,9 @@ struct handler {
 struct held {
 	struct agr__poller poller;
 	struct agr_dispatcher *d;
-	unsigned n;
-	struct group *groups[HOLD_MAX];
+	unsigned n, cap;
+	unsigned turn; /* where the next look starts */
+	struct group **groups;
 };
 
 /* Latency histograms of one worker's groups: that worker writes them. */
@@ -646,7 +649,7 @@ static bool hold(struct group *g)
 {
 	struct held *h = g->held;
 
-	if (h->n == HOLD_MAX || agr__gate_closed(&g->d->gate) ||
+	if (h->n == h->cap || agr__gate_closed(&g->d->gate) ||
 	    atomic_load_explicit(&g->d->forced, memory_order_relaxed))
 		return false;
 	h->groups[h->n++] = g;
@@ -655,22 +658,27 @@ static bool hold(struct group *g)
 	return true;
 }
 
-/* Drains the held groups that have messages; true if any had. */
+/*
+ * Drains the held groups that have messages, looking at up to
+ * HOLD_LOOKS of them from where the last look stopped; true if any had.
+ * A drained group leaves its place to the last one, and goes to the end
+ * if drain() holds it again.
+ */
 static bool look_at_held(struct held *h)
 {
 	struct group *g;
-	unsigned i = h->n;
+	unsigned looks, i;
 	bool ran = false;
 
-	/*
-	 * Downwards, and the last entry fills the hole: a group that
-	 * drain() holds again goes to the end and is not looked at twice.
-	 */
-	while (i-- > 0) {
+	for (looks = 0; looks < HOLD_LOOKS && looks < h->n; looks++) {
+		i = h->turn < h->n ? h->turn : 0;
 		g = h->groups[i];
-		if (!agr__mpsc_maybe_nonempty(&g->queue))
+		if (!agr__mpsc_maybe_nonempty(&g->queue)) {
+			h->turn = i + 1;
 			continue;
+		}
 		h->groups[i] = h->groups[--h->n];
+		h->turn = i;
 		drain(g);
 		ran = true;
 	}
@@ -680,25 +688,30 @@ static bool look_at_held(struct held *h)
 /*
  * Lets every held group go: idle, or drained once more if a message
  * came (DROP: its messages discarded, as a dropped activation's are).
- * The set is emptied and the poller removed first: letting the last
- * group go idle may let another thread free the dispatcher.
+ * Letting the last group go idle may let another thread free the
+ * dispatcher, and h with it: the poller is removed before, and h is
+ * not touched after. Before that, groups still held keep it alive.
  */
 static bool let_go(struct held *h, struct agr_worker *w, bool drop)
 {
-	struct group *groups[HOLD_MAX];
-	unsigned i, n = h->n;
-	bool ran = false;
+	unsigned left = h->n;
+	struct group *g;
+	bool ran = false, last;
 
-	memcpy(groups, h->groups, n * sizeof(groups[0]));
-	h->n = 0;
-	agr__worker_remove_poller(w, &h->poller);
-	for (i = 0; i < n; i++) {
-		if (drop) {
-			discard_all(groups[i]);
-		} else if (!go_idle(groups[i])) {
-			drain(groups[i]);
+	while (left-- > 0) {
+		g = h->groups[--h->n];
+		last = h->n == 0;
+		if (last)
+			agr__worker_remove_poller(w, &h->poller);
+		if (drop)
+			discard_all(g);
+		else if (!go_idle(g)) {
+			drain(g); /* g runs or is held again: h lives */
 			ran = true;
+			last = h->n == 0;
 		}
+		if (last)
+			break;
 	}
 	return ran;
 }
@@ -950,6 +963,9 @@ static void free_memory(struct agr_dispatcher *d)
 		free(d->handlers[i].type);
 	free(d->handlers);
 	free(d->sweeps);
+	for (i = 0; d->held && i < (size_t)agr__scheduler_workers(d->sched);
+	     i++)
+		free(d->held[i].groups);
 	free(d->held);
 	free(d->latency);
 	free(d->groups);
@@ -986,6 +1002,28 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 	}
 	memset(d->groups, 0, (size_t)parallelism * sizeof(*d->groups));
 	*out = d;
+	return 0;
+}
+
+/* Room for each worker to hold all its groups, up to HOLD_MAX. */
+static int alloc_held(struct agr_dispatcher *d, size_t workers)
+{
+	size_t i, groups;
+
+	d->held = calloc(workers, sizeof(*d->held));
+	if (!d->held)
+		return -ENOMEM;
+	for (i = 0; i < workers; i++) {
+		groups = ((size_t)d->parallelism + workers - 1 - i) / workers;
+		d->held[i].cap = (unsigned)(groups < HOLD_MAX ? groups :
+								HOLD_MAX);
+		if (d->held[i].cap == 0)
+			continue;
+		d->held[i].groups =
+			calloc(d->held[i].cap, sizeof(*d->held[i].groups));
+		if (!d->held[i].groups)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -1031,9 +1069,7 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 		size_t workers = (size_t)agr__scheduler_workers(d->sched);
 
 		d->sweeps = calloc(workers, sizeof(*d->sweeps));
-		d->held = calloc(workers, sizeof(*d->held));
-		if (!d->sweeps || !d->held)
-			ret = -ENOMEM;
+		ret = d->sweeps ? alloc_held(d, workers) : -ENOMEM;
 	}
 	if (!ret && o->metrics)
 		ret = alloc_latency(d);
