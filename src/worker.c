@@ -37,11 +37,19 @@
  * How long an idle worker watches its inbox before it arms the doorbell
  * and sleeps (AGR_IDLE_SPIN_US overrides, 0 disables): longer than the
  * gap between messages of a steady producer, so that such a producer
- * rarely pays a doorbell and its messages never wait for a wake-up (tens
- * of microseconds on a VM, milliseconds when the CPU is contended), yet
+ * rarely pays a doorbell and its messages never wait for a wake-up, yet
  * short enough that an idle worker soon leaves the CPU to others.
+ *
+ * Unless told, the worker picks one of two at each spin: where the
+ * workers fill the machine (2 vCPUs), 20 us, since the spin takes CPU
+ * time a producer needs; with CPUs to spare, 100 us, since a worker
+ * that sleeps between two messages costs the producer a doorbell (a
+ * system call) per message. On 16 cores bench/dispatch at 16 workers
+ * ran at 0.6 M msg/s with no spin, 4.1 with 20 us and 10.1 with 100 us
+ * (bench/RESULTS.md, "Many cores").
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
+#define IDLE_SPIN_NS_SPARE_CPUS 100000
 #define IDLE_SPIN_US_MAX 1000000
 /* The most pauses between two looks of an idle spin (about 1 us). */
 #define SPIN_PAUSES_MAX 32
@@ -126,6 +134,7 @@ struct agr_worker {
 	atomic_bool ring_ready;
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
+	bool idle_spin_chosen; /* by the options or the environment */
 	int online_cpus; /* read at start, for spin_yields() */
 	struct agr__poller *pollers; /* what else it looks at while awake */
 	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
@@ -1029,13 +1038,14 @@ static void read_settings(struct agr_worker *w)
 {
 	const struct agr__worker_settings *st = &w->settings;
 	unsigned sq = sq_entries_of(st);
-	long spin_us = st->idle_spin_us >= 0 ?
-			       st->idle_spin_us :
-			       agr__env_long_or("AGR_IDLE_SPIN_US",
-						IDLE_SPIN_NS_DEFAULT / 1000,
-						0, IDLE_SPIN_US_MAX);
+	long spin_us = st->idle_spin_us;
 
-	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
+	/* Unset or bad (logged): the worker picks (IDLE_SPIN_NS_*). */
+	w->idle_spin_chosen =
+		spin_us >= 0 || agr__env_long("AGR_IDLE_SPIN_US", 0,
+					      IDLE_SPIN_US_MAX, &spin_us) == 1;
+	w->idle_spin_ns = w->idle_spin_chosen ? (uint64_t)spin_us * 1000u :
+						IDLE_SPIN_NS_DEFAULT;
 	w->online_cpus = agr__online_cpus();
 	w->submit_batch = st->submit_batch >= 0 ?
 				  (unsigned)st->submit_batch :
@@ -1134,8 +1144,10 @@ static bool spin_for_work(struct agr_worker *w)
 
 	if (w->idle_spin_ns == 0)
 		return must_wake(w) || io_done(w);
-	deadline = agr__now_ns() + w->idle_spin_ns;
 	yields = spin_yields(w);
+	deadline = agr__now_ns() +
+		   (w->idle_spin_chosen || yields ? w->idle_spin_ns :
+						    IDLE_SPIN_NS_SPARE_CPUS);
 
 	for (i = 1;; i++) {
 		if (must_wake(w) || io_done(w) ||
