@@ -12,6 +12,7 @@
  * and asserted on the test thread, since a failed ck_assert on a worker
  * would end the child abruptly.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -1639,6 +1640,105 @@ START_TEST(held_group_takes_a_send_without_an_activation)
 }
 END_TEST
 
+
+/*
+ * CPU time (clock ticks) of this process's threads whose name starts
+ * with `prefix`: the workers of a supplier of that name.
+ */
+static long worker_ticks(const char *prefix)
+{
+	DIR *dir = opendir("/proc/self/task");
+	struct dirent *e;
+	char path[300], buf[1024];
+	unsigned long utime, stime;
+	long ticks = 0;
+	const char *p;
+	FILE *f;
+	size_t n;
+
+	ck_assert_ptr_nonnull(dir);
+	while ((e = readdir(dir)) != NULL) {
+		if (e->d_name[0] == '.')
+			continue;
+		snprintf(path, sizeof(path), "/proc/self/task/%s/stat",
+			 e->d_name);
+		f = fopen(path, "re");
+		if (!f)
+			continue; /* it just ended */
+		n = fread(buf, 1, sizeof(buf) - 1, f);
+		fclose(f);
+		buf[n] = '\0';
+		p = strchr(buf, '(');
+		if (!p || strncmp(p + 1, prefix, strlen(prefix)) != 0)
+			continue;
+		p = strrchr(buf, ')');
+		/* After the name: state and 10 more fields, then the times. */
+		if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u "
+				"%*u %*u %lu %lu", &utime, &stime) == 2)
+			ticks += (long)(utime + stime);
+	}
+	closedir(dir);
+	return ticks;
+}
+
+/*
+ * Held groups must not keep an idle worker awake: once the messages
+ * are done, the workers let their groups go and sleep in the kernel.
+ * Two seconds of idle time cost them at most a tick each (one may
+ * land on the last microseconds of a spin), not the 200 a spinning
+ * worker would take.
+ */
+static int do_nothing(agr_exchange *ex, void *arg)
+{
+	(void)ex;
+	(void)arg;
+	return 0;
+}
+
+static void tally_completion(agr_message *msg, int status, void *arg)
+{
+	(void)msg;
+	(void)status;
+	tu_tally_add(arg);
+}
+
+START_TEST(idle_workers_burn_no_cpu_after_a_burst)
+{
+	const struct timespec window = { 2, 0 };
+	agr_message *msgs = calloc(1000, sizeof(*msgs));
+	char (*ids)[16] = calloc(1000, 16);
+	struct tu_tally done;
+	agr_dispatcher_options o;
+	agr_supplier *sup = NULL;
+	agr_dispatcher *d;
+	long before;
+	int i;
+
+	ck_assert_ptr_nonnull(msgs);
+	ck_assert_ptr_nonnull(ids);
+	tu_tally_init(&done);
+	ck_assert_int_eq(agr_supplier_new("idlecpu", 2, &sup), 0);
+	o = options(sup, true, 64, &done);
+	o.on_complete = tally_completion;
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, do_nothing, NULL);
+	start(d);
+	for (i = 0; i < 1000; i++) {
+		snprintf(ids[i], sizeof(ids[i]), "acct-%d", i % 97);
+		msgs[i].aggregate_id = ids[i];
+		ck_assert_int_eq(agr_dispatcher_send(d, &msgs[i]), 0);
+	}
+	ck_assert(tu_tally_wait(&done, 1000, TU_LONG_NS));
+	before = worker_ticks("idlecpu-");
+	nanosleep(&window, NULL); /* the window measured, not a wait */
+	ck_assert_int_le(worker_ticks("idlecpu-") - before, 2);
+	stop_and_free(d);
+	tu_tally_destroy(&done);
+	free(ids);
+	free(msgs);
+}
+END_TEST
+
 struct fanout {
 	struct journal j;
 	struct tu_latch started; /* the three functions of message 1 */
@@ -3094,6 +3194,7 @@ static Suite *suite(void)
 	tcase_add_test(core, queue_limit_gives_eagain);
 	tcase_add_test(core, matching_functions_run_together);
 	tcase_add_test(core, held_group_takes_a_send_without_an_activation);
+	tcase_add_test(core, idle_workers_burn_no_cpu_after_a_burst);
 	tcase_add_test(core, unmatched_message_is_skipped);
 	tcase_add_test(core, new_rejects_bad_options);
 	tcase_add_test(core, send_and_register_reject_bad_input);
