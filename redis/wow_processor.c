@@ -39,7 +39,8 @@ struct op {
 	int64_t create_time;		/* of the stream */
 	char *stream_json, *state_json;
 	size_t stream_len, state_len;
-	int publishes;			/* XADDs not answered yet */
+	int published;			/* XADDs answered: stream, state */
+	enum { STAGE_DECIDE, STAGE_PUBLISH, STAGE_REPUBLISH } stage;
 	char stream_id[96];
 	char event_ids[AGR__WOW_MAX_EVENTS][112];
 };
@@ -116,37 +117,51 @@ static void step_decide(struct op *op);
 
 /* ---- publish ---- */
 
+static void step_publish(struct op *op);
+static void step_republish(struct op *op);
+static void retry_or_fail(struct op *op, int status, const char *code);
+
+/* A publish that failed goes again after a backoff, from where it was. */
 static void on_published(int err, const char *entry_id, void *arg)
 {
 	struct op *op = arg;
 
 	(void)entry_id;
-	if (err)
+	if (err) {
 		agr_log(AGR_LOG_WARN, "wow processor: publish of command %s's "
-			"stream: %s", op->cmd->id, agr_strerror(err));
-	if (--op->publishes > 0)
+			"%s: %s", op->cmd->id,
+			op->published ? "state event" : "stream",
+			agr_strerror(err));
+		retry_or_fail(op, err, "InternalServerError");
 		return;
+	}
+	op->published++;
+	if (op->published == 1 && op->state_json) {
+		step_publish(op);
+		return;
+	}
 	atomic_fetch_add(&op->pw->p->stats.processed, 1);
 	notify(op, true, op->version, NULL, NULL);
 	finish(op, 0);
 }
 
-/* SendDomainEventStreamFilter, then SendStateEventFilter.kt. */
+/*
+ * SendDomainEventStreamFilter, then SendStateEventFilter.kt: the
+ * stream on :event, then the state event on :state, one after the other
+ * so that a retry resends only what is missing.
+ */
 static void step_publish(struct op *op)
 {
 	agr_wow_processor *p = op->pw->p;
+	bool state = op->published == 1;
 	int ret;
 
-	op->publishes = op->state_json ? 2 : 1;
-	ret = agr_wow_publish(op->pw->redis, p->event_topic, op->stream_json,
-			      op->stream_len, on_published, op);
-	if (ret < 0)
-		on_published(ret, NULL, op);
-	if (!op->state_json)
-		return;
-	/* `op` lives until both answered: the second call still has it. */
-	ret = agr_wow_publish(op->pw->redis, p->state_topic, op->state_json,
-			      op->state_len, on_published, op);
+	op->stage = STAGE_PUBLISH;
+	ret = agr_wow_publish(op->pw->redis,
+			      state ? p->state_topic : p->event_topic,
+			      state ? op->state_json : op->stream_json,
+			      state ? op->state_len : op->stream_len,
+			      on_published, op);
 	if (ret < 0)
 		on_published(ret, NULL, op);
 }
@@ -161,25 +176,95 @@ static void on_backoff(int res, void *arg)
 		finish(op, AGR_DISCARDED);
 		return;
 	}
-	step_load(op);
+	if (op->stage == STAGE_PUBLISH)
+		step_publish(op);
+	else if (op->stage == STAGE_REPUBLISH)
+		step_republish(op);
+	else
+		step_load(op);
 }
 
-/* RetryableAggregateProcessor.kt: Retry.backoff(3, 500 ms) on RECOVERABLE. */
+static bool transient(int status)
+{
+	return status == AGR_WOW_EVERSION_CONFLICT || status == -ETIMEDOUT ||
+	       status == -ECONNRESET || status == -ENXIO || status == -ELOOP;
+}
+
+/*
+ * RetryableAggregateProcessor.kt: Retry.backoff(3, 500 ms) on RECOVERABLE
+ * errors (a version conflict, a timeout); here also a lost connection
+ * or a slot without a master. The backoff doubles up to max_backoff_ms.
+ */
 static void retry_or_fail(struct op *op, int status, const char *code)
 {
 	agr_wow_processor *p = op->pw->p;
-	uint64_t ns = p->min_backoff_ms * 1000000ull << op->attempt;
+	uint64_t ms = p->min_backoff_ms << (op->attempt < 20 ? op->attempt : 20);
 
-	if (op->attempt >= p->max_retries || status == -ECANCELED) {
-		fail(op, status, code, NULL, true);
+	if (op->attempt >= p->max_retries || !transient(status)) {
+		fail(op, status, code, status == AGR_WOW_EVERSION_CONFLICT ?
+			 NULL : agr_strerror(status), true);
 		return;
 	}
+	if (p->max_backoff_ms && ms > p->max_backoff_ms)
+		ms = p->max_backoff_ms;
 	op->attempt++;
-	atomic_fetch_add(&p->stats.conflicts, 1);
-	agr__wow_outcome_reset(&op->out);
-	agr__wow_headers_free(&op->hdr);
-	if (agr_io_timeout(agr_exchange_worker(op->ex), ns, on_backoff, op) < 0)
+	if (status == AGR_WOW_EVERSION_CONFLICT)
+		atomic_fetch_add(&p->stats.conflicts, 1);
+	if (op->stage == STAGE_DECIDE) {
+		agr__wow_outcome_reset(&op->out);
+		agr__wow_headers_free(&op->hdr);
+	}
+	if (agr_io_timeout(agr_exchange_worker(op->ex), ms * 1000000ull,
+			   on_backoff, op) < 0)
 		fail(op, status, code, NULL, true);
+}
+
+/* ---- a duplicate request id: its stored stream published again ---- */
+
+static void on_republish_load(agr_wow_event_store *es, int status,
+			      agr_wow_event_stream *const *streams,
+			      const char *const *json, const size_t *json_len,
+			      size_t count, void *arg)
+{
+	struct op *op = arg;
+
+	(void)es;
+	if (status < 0) {
+		retry_or_fail(op, status, "DuplicateRequestId");
+		return;
+	}
+	for (size_t i = 0; i < count; i++)
+		if (!strcmp(streams[i]->request_id, op->cmd->request_id)) {
+			free(op->stream_json);
+			free(op->state_json);
+			op->state_json = NULL;
+			op->stream_json = strndup(json[i], json_len[i]);
+			op->stream_len = json_len[i];
+			op->version = streams[i]->version;
+			if (!op->stream_json) {
+				fail(op, -ENOMEM, "DuplicateRequestId", NULL,
+				     true);
+				return;
+			}
+			op->published = 0;
+			step_publish(op);
+			return;
+		}
+	fail(op, AGR_WOW_EDUPLICATE_REQUEST, "DuplicateRequestId", NULL, true);
+}
+
+/* Reads the whole stream for the one that request made. */
+static void step_republish(struct op *op)
+{
+	int ret;
+
+	op->stage = STAGE_REPUBLISH;
+	ret = agr_wow_event_store_load(op->pw->store, op->cmd->aggregate_id,
+				       op->cmd->tenant_id, AGR_WOW_VERSION_MIN,
+				       AGR_WOW_VERSION_MAX, on_republish_load,
+				       op);
+	if (ret < 0)
+		fail(op, ret, "DuplicateRequestId", agr_strerror(ret), true);
 }
 
 /* The cache takes the state the aggregate made (isCreate's included). */
@@ -220,15 +305,16 @@ static void on_append(agr_wow_event_store *es, int status, void *arg)
 		fail(op, status, "DuplicateAggregateId", NULL, true);
 		return;
 	case AGR_WOW_EDUPLICATE_REQUEST:
-		fail(op, status, "DuplicateRequestId", NULL, true);
+		if (op->pw->p->republish_duplicate) {
+			atomic_fetch_add(&op->pw->p->stats.republished, 1);
+			agr__wow_outcome_reset(&op->out);
+			step_republish(op);
+		} else {
+			fail(op, status, "DuplicateRequestId", NULL, true);
+		}
 		return;
-	case -ETIMEDOUT: /* recoverable in Wow too (TimeoutException) */
-	case -ECONNRESET:
-		retry_or_fail(op, status, "RequestTimeout");
-		return;
-	default:
-		fail(op, status, "InternalServerError", agr_strerror(status),
-		     true);
+	default: /* a timeout is recoverable in Wow too */
+		retry_or_fail(op, status, "InternalServerError");
 	}
 }
 
@@ -374,6 +460,7 @@ static void step_load(struct op *op)
 {
 	int ret;
 
+	op->stage = STAGE_DECIDE;
 	if (op->cmd->is_create) {
 		op->cur = &op->fresh;
 		if (agr__wow_agg_fresh(&op->fresh) < 0)

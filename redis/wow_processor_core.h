@@ -36,12 +36,13 @@ struct agr_wow_processor {
 	void *arg;
 	char *processor_name, *function_name;
 	unsigned max_retries;
-	uint64_t min_backoff_ms;
-	bool no_state_events, no_notify;
+	uint64_t min_backoff_ms, max_backoff_ms;
+	bool no_state_events, no_notify, republish_duplicate;
 	char *event_topic, *state_topic;
 	struct {
 		_Atomic uint64_t processed, failed, local_first, void_dropped,
-			conflicts, notified, notify_failed;
+			conflicts, notified, notify_failed,
+			republished;
 	} stats;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;

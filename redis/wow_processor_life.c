@@ -100,6 +100,8 @@ int agr_wow_processor_new(const agr_wow_processor_options *o,
 	p->arg = o->arg;
 	p->max_retries = o->max_retries ? o->max_retries : 3;
 	p->min_backoff_ms = o->min_backoff_ms ? o->min_backoff_ms : 500;
+	p->max_backoff_ms = o->max_backoff_ms;
+	p->republish_duplicate = o->republish_duplicate;
 	p->no_state_events = o->no_state_events;
 	p->no_notify = o->no_wait_notify;
 	pthread_mutex_init(&p->lock, NULL);
@@ -278,6 +280,7 @@ int agr_wow_processor_stats_get(const agr_wow_processor *p,
 	out->conflicts = atomic_load(&q->stats.conflicts);
 	out->notified = atomic_load(&q->stats.notified);
 	out->notify_failed = atomic_load(&q->stats.notify_failed);
+	out->republished = atomic_load(&q->stats.republished);
 	return 0;
 }
 

@@ -301,6 +301,8 @@ struct service {
 
 #define GROUP "bank.CommandDispatcher"
 
+static bool republish; /* the next service's republish_duplicate */
+
 static void service_start(struct service *sv, const char *aggregate)
 {
 	agr_named_aggregate na = { "bank", aggregate };
@@ -322,6 +324,7 @@ static void service_start(struct service *sv, const char *aggregate)
 	po.on_command = on_command;
 	po.on_sourcing = on_sourcing;
 	po.min_backoff_ms = 10;
+	po.republish_duplicate = republish;
 	ck_assert_int_eq(agr_wow_processor_new(&po, &sv->proc), 0);
 	so.parallelism = 2;
 	so.worker_init = agr_wow_processor_worker_init;
@@ -612,6 +615,45 @@ START_TEST(test_headers_state_event_and_wait_signal)
 }
 END_TEST
 
+/*
+ * A redelivered command (same request id) after it was stored: Wow
+ * fails it with DuplicateRequestId; with republish_duplicate the stored
+ * stream is published again instead.
+ */
+START_TEST(test_duplicate_request)
+{
+	struct service sv;
+
+	service_start(&sv, "Dup");
+	send_command(&sv, "d-1", "{}", "(0)", "d-1", "", true, false, false,
+		     NULL, 5);
+	send_command(&sv, "d-1", "{}", "(0)", "d-1", "", false, false, true,
+		     NULL, 5);
+	WAIT_EQ(acked(&sv), 2);
+	ck_assert_uint_eq(pstats(&sv).processed, 1);
+	ck_assert_uint_eq(pstats(&sv).failed, 1);
+	ck_assert_uint_eq(entries(sv.event_topic), 1);
+	service_stop(&sv);
+	republish = true;
+	service_start(&sv, "Dup");
+	send_command(&sv, "d-1", "{}", "(0)", "d-1", "", false, false, true,
+		     NULL, 5);
+	WAIT_EQ(acked(&sv), 1);
+	republish = false;
+	ck_assert_uint_eq(pstats(&sv).republished, 1);
+	ck_assert_uint_eq(pstats(&sv).failed, 0);
+	ck_assert_uint_eq(entries(sv.event_topic), 2);
+	{
+		agr_wow_event_stream *s = event_at(&sv, 1);
+
+		ck_assert_int_eq(s->version, 1);
+		ck_assert_str_eq(s->request_id, "d-1");
+		agr_wow_event_stream_free(s);
+	}
+	service_stop(&sv);
+}
+END_TEST
+
 /* Pure rules: the wait plan (ExtractedWaitPlan.kt, CommandStage.kt). */
 START_TEST(test_wait_wanted)
 {
@@ -649,6 +691,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_local_first_copy_and_void_dropped);
 	tcase_add_test(tc, test_preconditions);
 	tcase_add_test(tc, test_one_id_two_tenants);
+	tcase_add_test(tc, test_duplicate_request);
 	tcase_add_test(tc, test_headers_state_event_and_wait_signal);
 	suite_add_tcase(s, tc);
 	return s;

@@ -157,8 +157,22 @@ typedef struct agr_wow_processor_options {
 	/* The wait signal's function: {COMMAND, context, processor, name} */
 	const char *processor_name; /* NULL: the aggregate name */
 	const char *function_name;  /* NULL: "onCommand" */
-	unsigned max_retries;	    /* version conflicts; 0: 3 (Wow) */
+	/*
+	 * Retries of a version conflict, and of a transient failure of
+	 * a read, append or publish (a timeout, a lost connection, a slot
+	 * without a master): at most max_retries, the first after
+	 * min_backoff_ms, doubling up to max_backoff_ms.
+	 */
+	unsigned max_retries;	    /* 0: 3 (Wow) */
 	uint64_t min_backoff_ms;    /* 0: 500 (Wow) */
+	uint64_t max_backoff_ms;    /* 0: no bound (Wow) */
+	/*
+	 * Unlike Wow: on DuplicateRequestId (a redelivered command that
+	 * was stored), publish the stored stream again and complete with
+	 * 0, so that a crash between the append and the publication loses
+	 * no event (consumers see it twice; Wow's are idempotent).
+	 */
+	bool republish_duplicate;
 	bool no_state_events;	    /* do not publish on :state */
 	bool no_wait_notify;	    /* do not POST wait signals */
 	uint64_t notify_timeout_ms; /* per HTTP step; 0: 5000 */
@@ -213,7 +227,8 @@ typedef struct agr_wow_processor_stats {
 	uint64_t conflicts;	/* version conflicts retried */
 	uint64_t notified;	/* wait signals answered 2xx */
 	uint64_t notify_failed; /* given up after the retries */
-	uint64_t reserved[9];
+	uint64_t republished;	/* duplicates published again */
+	uint64_t reserved[8];
 } agr_wow_processor_stats;
 
 /* Copies the counters (any thread). Returns 0 or -EINVAL. */
