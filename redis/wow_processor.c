@@ -184,10 +184,17 @@ static void on_backoff(int res, void *arg)
 		step_load(op);
 }
 
+/*
+ * Worth another try: a conflict, a timeout, a lost connection, a slot
+ * without a master, and a server error (-EPROTO: CLUSTERDOWN, TRYAGAIN
+ * or LOADING while a node restarts; a lasting one fails after the
+ * retries all the same).
+ */
 static bool transient(int status)
 {
 	return status == AGR_WOW_EVERSION_CONFLICT || status == -ETIMEDOUT ||
-	       status == -ECONNRESET || status == -ENXIO || status == -ELOOP;
+	       status == -ECONNRESET || status == -ENXIO || status == -ELOOP ||
+	       status == -EPROTO;
 }
 
 /*
@@ -295,7 +302,8 @@ static void on_append(agr_wow_event_store *es, int status, void *arg)
 		step_publish(op);
 		return;
 	}
-	if (status == AGR_WOW_EVERSION_CONFLICT && op->version == 1)
+	if (status == AGR_WOW_EVERSION_CONFLICT && op->version == 1 &&
+	    (op->cmd->is_create || !op->pw->p->retry_create_conflict))
 		status = AGR_WOW_EDUPLICATE_AGGREGATE; /* AbstractEventStore */
 	switch (status) {
 	case AGR_WOW_EVERSION_CONFLICT: /* recoverable: fresh state, again */

@@ -37,7 +37,8 @@ struct agr_wow_processor {
 	char *processor_name, *function_name;
 	unsigned max_retries;
 	uint64_t min_backoff_ms, max_backoff_ms;
-	bool no_state_events, no_notify, republish_duplicate;
+	bool no_state_events, no_notify, republish_duplicate,
+		retry_create_conflict;
 	char *event_topic, *state_topic;
 	struct {
 		_Atomic uint64_t processed, failed, local_first, void_dropped,

@@ -66,9 +66,11 @@ static void parse(int argc, char **argv, struct settings *s)
 /*
  * Wow's rules around the account logic, with what the scale-out test
  * needs beyond Wow's defaults: retries that outlast a master restarting
- * (about 30 s of them), and a stored stream published again on a
+ * (about 30 s of them), a stored stream published again on a
  * duplicate request, so that a crash between the append and the
- * publication loses no event.
+ * publication loses no event, and a Deposit that loses the race to
+ * create an account (two instances, one new account) retried instead of
+ * failed with DuplicateAggregateId.
  */
 static void processor_options(const struct settings *s,
 			      agr_wow_processor_options *po)
@@ -82,6 +84,7 @@ static void processor_options(const struct settings *s,
 	po->min_backoff_ms = 20;
 	po->max_backoff_ms = 1000;
 	po->republish_duplicate = true;
+	po->retry_create_conflict = true;
 }
 
 static void print_stats(agr_wow_bus *bus, agr_wow_processor *proc)

@@ -173,6 +173,13 @@ typedef struct agr_wow_processor_options {
 	 * no event (consumers see it twice; Wow's are idempotent).
 	 */
 	bool republish_duplicate;
+	/*
+	 * Unlike Wow: a version conflict at version 1 of a command that is
+	 * not isCreate (allowCreate: another instance created the
+	 * aggregate first) is retried like any conflict, against the
+	 * state that instance wrote. Wow fails it with DuplicateAggregateId.
+	 */
+	bool retry_create_conflict;
 	bool no_state_events;	    /* do not publish on :state */
 	bool no_wait_notify;	    /* do not POST wait signals */
 	uint64_t notify_timeout_ms; /* per HTTP step; 0: 5000 */
