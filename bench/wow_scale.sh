@@ -8,7 +8,9 @@
 # and no lag. The ceiling beside it: redis-benchmark's XADD rate of the
 # same msg size on the master of bank.Account:command (one stream lives
 # on one master). Runs alternate (ceiling, 1, 3) BENCH_RUNS times
-# (default 5); prints medians with min/max and the ratios.
+# (default 5); prints medians with min/max and the ratios, and per run
+# the Redis commands each Wow command cost, by type (INFO commandstats
+# of the masters, the producer's XADDs taken out).
 #
 #   sh bench/wow_scale.sh [BUILDDIR]
 set -u
@@ -56,9 +58,33 @@ ms() {
 	date +%s%3N
 }
 
+nodes_do() { # run a redis-cli command on each master
+	for i in 0 1 2; do
+		redis-cli -p "$(cat "$tmp/cluster/node-$i/port")" "$@"
+	done
+}
+
+# Redis commands per Wow command, by type, summed over the masters
+# (the producer's XADDs taken out): what one command costs in round
+# trips. Written to $tmp/rt-N.
+round_trips() {
+	nodes_do INFO commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$commands" '
+		/^cmdstat_/ { c[substr($1, 9)] += $3 }
+		END {
+			c["xadd"] -= n
+			printf "per command:"
+			split("zrangebyscore evalsha xadd xack xreadgroup evalsha_ro eval", k, " ")
+			for (i = 1; i <= 7; i++)
+				if (c[k[i]] > 0)
+					printf " %s %.2f", k[i], c[k[i]] / n
+			printf "\n"
+		}'
+}
+
 # e2e N: prints commands/s with N instances
 e2e() {
 	flush
+	nodes_do CONFIG RESETSTAT >/dev/null
 	pids=
 	for i in $(seq "$1"); do
 		AGR_PARALLELISM=$groups "$ex/wow_ledger" -c -p "$base" -n "b$i" -k 256 \
@@ -75,6 +101,7 @@ e2e() {
 		sleep 0.01
 	done
 	t1=$(ms)
+	round_trips >"$tmp/rt-$1"
 	for p in $pids; do kill -TERM "$p"; done
 	for p in $pids; do wait "$p"; done
 	pids=
@@ -103,6 +130,8 @@ for r in $(seq "$runs"); do
 	e2e 1 >>"$tmp/one"
 	e2e 3 >>"$tmp/three"
 	echo "run $r: xadd $(tail -1 "$tmp/ceiling")/s, 1 instance $(tail -1 "$tmp/one")/s, 3 instances $(tail -1 "$tmp/three")/s"
+	echo "run $r: 1 instance $(cat "$tmp/rt-1")"
+	echo "run $r: 3 instances $(cat "$tmp/rt-3")"
 done
 set -- $(median <"$tmp/ceiling"); c=$1; cmin=$2; cmax=$3
 set -- $(median <"$tmp/one"); o=$1; omin=$2; omax=$3

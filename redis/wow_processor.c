@@ -9,6 +9,7 @@
 #include "wow_processor_state.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +40,10 @@ struct op {
 	int64_t create_time;		/* of the stream */
 	char *stream_json, *state_json;
 	size_t stream_len, state_len;
-	int published;			/* XADDs answered: stream, state */
+	unsigned published;		/* bits: 1 stream, 2 state event */
+	unsigned outstanding;		/* of those, XADDs not answered */
+	int pub_err;
+	char state_arg;			/* the state XADD's callback arg */
 	enum { STAGE_DECIDE, STAGE_PUBLISH, STAGE_REPUBLISH } stage;
 	char stream_id[96];
 	char event_ids[AGR__WOW_MAX_EVENTS][112];
@@ -121,23 +125,34 @@ static void step_publish(struct op *op);
 static void step_republish(struct op *op);
 static void retry_or_fail(struct op *op, int status, const char *code);
 
-/* A publish that failed goes again after a backoff, from where it was. */
-static void on_published(int err, const char *entry_id, void *arg)
-{
-	struct op *op = arg;
+static void publish_done(struct op *op);
 
-	(void)entry_id;
+/* The two publications, each its own callback argument. */
+static void on_published(struct op *op, int which, int err)
+{
+	op->outstanding &= ~(1u << which);
 	if (err) {
 		agr_log(AGR_LOG_WARN, "wow processor: publish of command %s's "
-			"%s: %s", op->cmd->id,
-			op->published ? "state event" : "stream",
+			"%s: %s", op->cmd->id, which ? "state event" : "stream",
 			agr_strerror(err));
-		retry_or_fail(op, err, "InternalServerError");
-		return;
+		op->pub_err = err;
+	} else {
+		op->published |= 1u << which;
 	}
-	op->published++;
-	if (op->published == 1 && op->state_json) {
-		step_publish(op);
+	if (op->outstanding)
+		return;
+	publish_done(op);
+}
+
+/* Both answered (and step_publish returned: bit 4 held it). */
+static void publish_done(struct op *op)
+{
+	int err;
+
+	if (op->pub_err) { /* again, only what is missing */
+		err = op->pub_err;
+		op->pub_err = 0;
+		retry_or_fail(op, err, "InternalServerError");
 		return;
 	}
 	atomic_fetch_add(&op->pw->p->stats.processed, 1);
@@ -145,25 +160,53 @@ static void on_published(int err, const char *entry_id, void *arg)
 	finish(op, 0);
 }
 
+static void on_stream_published(int err, const char *entry_id, void *arg)
+{
+	(void)entry_id;
+	on_published(arg, 0, err);
+}
+
+static void on_state_published(int err, const char *entry_id, void *arg)
+{
+	struct op *op = (struct op *)((char *)arg - offsetof(struct op, state_arg));
+
+	(void)entry_id;
+	on_published(op, 1, err);
+}
+
 /*
  * SendDomainEventStreamFilter, then SendStateEventFilter.kt: the
- * stream on :event, then the state event on :state, one after the other
- * so that a retry resends only what is missing.
+ * stream on :event and the state event on :state, sent together (two
+ * streams, no order between them that a reader could see: each reader
+ * group reads one); a retry resends only what is missing.
  */
 static void step_publish(struct op *op)
 {
 	agr_wow_processor *p = op->pw->p;
-	bool state = op->published == 1;
 	int ret;
 
 	op->stage = STAGE_PUBLISH;
-	ret = agr_wow_publish(op->pw->redis,
-			      state ? p->state_topic : p->event_topic,
-			      state ? op->state_json : op->stream_json,
-			      state ? op->state_len : op->stream_len,
-			      on_published, op);
-	if (ret < 0)
-		on_published(ret, NULL, op);
+	if (!op->state_json)
+		op->published |= 2u;
+	/* bit 4: not done sending, so that a failure at once frees nothing */
+	op->outstanding = (~op->published & 3u) | 4u;
+	if (!(op->published & 1u)) {
+		ret = agr_wow_publish(op->pw->redis, p->event_topic,
+				      op->stream_json, op->stream_len,
+				      on_stream_published, op);
+		if (ret < 0)
+			on_published(op, 0, ret);
+	}
+	if (!(op->published & 2u)) {
+		ret = agr_wow_publish(op->pw->redis, p->state_topic,
+				      op->state_json, op->state_len,
+				      on_state_published, &op->state_arg);
+		if (ret < 0)
+			on_published(op, 1, ret);
+	}
+	op->outstanding &= ~4u;
+	if (!op->outstanding)
+		publish_done(op);
 }
 
 /* ---- append ---- */
@@ -220,6 +263,7 @@ static void retry_or_fail(struct op *op, int status, const char *code)
 	if (op->stage == STAGE_DECIDE) {
 		agr__wow_outcome_reset(&op->out);
 		agr__wow_headers_free(&op->hdr);
+		op->agg->loaded = false; /* a conflict: read what came after */
 	}
 	if (agr_io_timeout(agr_exchange_worker(op->ex), ms * 1000000ull,
 			   on_backoff, op) < 0)
@@ -254,6 +298,7 @@ static void on_republish_load(agr_wow_event_store *es, int status,
 				return;
 			}
 			op->published = 0;
+			op->pub_err = 0;
 			step_publish(op);
 			return;
 		}
@@ -290,6 +335,8 @@ static void applied(struct op *op)
 	s.create_time = op->create_time;
 	if (agr__wow_agg_apply(op->agg, &s, &op->out) < 0)
 		agr__wow_agg_fresh(op->agg); /* read it again next time */
+	else
+		op->agg->loaded = true;
 }
 
 static void on_append(agr_wow_event_store *es, int status, void *arg)
@@ -460,6 +507,7 @@ static void on_load(agr_wow_event_store *es, int status,
 		fail(op, -EBADMSG, "IllegalState", "sourcing failed", false);
 		return;
 	}
+	op->agg->loaded = true;
 	step_decide(op);
 }
 
@@ -478,6 +526,11 @@ static void step_load(struct op *op)
 		return;
 	}
 	op->cur = op->agg;
+	if (op->pw->p->trust_cache && op->agg->loaded &&
+	    !op->cmd->has_aggregate_version) {
+		step_decide(op); /* the append's version check catches staleness */
+		return;
+	}
 	ret = agr_wow_event_store_load(op->pw->store, op->cmd->aggregate_id,
 				       op->cmd->tenant_id, op->agg->version + 1,
 				       AGR_WOW_VERSION_MAX, on_load, op);

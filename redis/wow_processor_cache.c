@@ -44,6 +44,7 @@ void agr__wow_agg_clear(struct agr__wow_agg *a)
 	a->owner_id = a->space_id = a->first_operator = NULL;
 	a->version = 0;
 	a->deleted = false;
+	a->loaded = false;
 	a->first_event_time = 0;
 }
 

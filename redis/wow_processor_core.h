@@ -38,7 +38,7 @@ struct agr_wow_processor {
 	unsigned max_retries;
 	uint64_t min_backoff_ms, max_backoff_ms;
 	bool no_state_events, no_notify, republish_duplicate,
-		retry_create_conflict;
+		retry_create_conflict, trust_cache;
 	char *event_topic, *state_topic;
 	struct {
 		_Atomic uint64_t processed, failed, local_first, void_dropped,

@@ -103,6 +103,7 @@ int agr_wow_processor_new(const agr_wow_processor_options *o,
 	p->max_backoff_ms = o->max_backoff_ms;
 	p->republish_duplicate = o->republish_duplicate;
 	p->retry_create_conflict = o->retry_create_conflict;
+	p->trust_cache = o->trust_cache;
 	p->no_state_events = o->no_state_events;
 	p->no_notify = o->no_wait_notify;
 	pthread_mutex_init(&p->lock, NULL);

@@ -20,6 +20,7 @@ struct agr__wow_agg {
 	char *first_operator;
 	int64_t first_event_time;
 	bool deleted;
+	bool loaded; /* read from the store once: trust_cache may skip reads */
 };
 
 struct agr__wow_cache;

@@ -70,7 +70,9 @@ static void parse(int argc, char **argv, struct settings *s)
  * duplicate request, so that a crash between the append and the
  * publication loses no event, and a Deposit that loses the race to
  * create an account (two instances, one new account) retried instead of
- * failed with DuplicateAggregateId.
+ * failed with DuplicateAggregateId; and the cached state trusted (a
+ * Deposit has no precondition the cache could get wrong: the append's
+ * version check catches another instance's versions).
  */
 static void processor_options(const struct settings *s,
 			      agr_wow_processor_options *po)
@@ -85,6 +87,7 @@ static void processor_options(const struct settings *s,
 	po->max_backoff_ms = 1000;
 	po->republish_duplicate = true;
 	po->retry_create_conflict = true;
+	po->trust_cache = true;
 }
 
 static void print_stats(agr_wow_bus *bus, agr_wow_processor *proc)

@@ -180,6 +180,15 @@ typedef struct agr_wow_processor_options {
 	 * state that instance wrote. Wow fails it with DuplicateAggregateId.
 	 */
 	bool retry_create_conflict;
+	/*
+	 * Unlike Wow: a command without aggregateVersion on an aggregate
+	 * this worker has read or written runs on the cached state, without
+	 * reading the store first (one round trip less). A state another
+	 * instance moved on fails the append's version check, which reads
+	 * the store and retries; but the owner, space and deleted checks see
+	 * the cached state. Off: every command reads the store (Wow).
+	 */
+	bool trust_cache;
 	bool no_state_events;	    /* do not publish on :state */
 	bool no_wait_notify;	    /* do not POST wait signals */
 	uint64_t notify_timeout_ms; /* per HTTP step; 0: 5000 */
