@@ -302,6 +302,7 @@ struct service {
 #define GROUP "bank.CommandDispatcher"
 
 static bool republish; /* the next service's republish_duplicate */
+static bool departures; /* retry_create_conflict and trust_cache */
 
 static void service_start(struct service *sv, const char *aggregate)
 {
@@ -325,6 +326,10 @@ static void service_start(struct service *sv, const char *aggregate)
 	po.on_sourcing = on_sourcing;
 	po.min_backoff_ms = 10;
 	po.republish_duplicate = republish;
+	po.retry_create_conflict = departures;
+	po.trust_cache = departures;
+	po.max_retries = departures ? 100 : 0;
+	po.max_backoff_ms = 50;
 	ck_assert_int_eq(agr_wow_processor_new(&po, &sv->proc), 0);
 	so.parallelism = 2;
 	so.worker_init = agr_wow_processor_worker_init;
@@ -654,6 +659,52 @@ START_TEST(test_duplicate_request)
 }
 END_TEST
 
+/*
+ * Two instances in one group on one account, as wow_ledger runs them
+ * (retry_create_conflict, trust_cache): every command is applied once,
+ * the versions contiguous, though the two race to create the account
+ * and each other's cached state goes stale.
+ */
+START_TEST(test_two_instances_one_account)
+{
+	struct service a, b;
+	char id[32];
+	agr_wow_event_stream *s;
+	bool seen[41] = { false };
+	int n = 40;
+
+	departures = true;
+	service_start(&a, "Two");
+	service_start(&b, "Two");
+	departures = false;
+	for (int i = 0; i < n; i++) {
+		snprintf(id, sizeof(id), "two-%d", i);
+		send_command(&a, id, "{}", "(0)", "acct", "", false, false, true,
+			     NULL, 1);
+	}
+	WAIT_EQ(acked(&a) + acked(&b), n);
+	ck_assert_uint_eq(pstats(&a).failed + pstats(&b).failed, 0);
+	ck_assert_uint_eq(pstats(&a).processed + pstats(&b).processed,
+			  (uint64_t)n);
+	ck_assert_uint_eq(entries(a.event_topic), (size_t)n);
+	ck_assert_uint_eq(entries(a.state_topic), (size_t)n);
+	/* versions 1..n once each (two publishers: in any order) */
+	for (int i = 0; i < n; i++) {
+		s = event_at(&a, (size_t)i);
+		ck_assert_int_ge(s->version, 1);
+		ck_assert_int_le(s->version, n);
+		ck_assert(!seen[s->version]);
+		seen[s->version] = true;
+		if (s->version == n)
+			ck_assert_ptr_nonnull(strstr(s->events[0].body,
+						     "\"balance\":40"));
+		agr_wow_event_stream_free(s);
+	}
+	service_stop(&a);
+	service_stop(&b);
+}
+END_TEST
+
 /* Pure rules: the wait plan (ExtractedWaitPlan.kt, CommandStage.kt). */
 START_TEST(test_wait_wanted)
 {
@@ -692,6 +743,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_preconditions);
 	tcase_add_test(tc, test_one_id_two_tenants);
 	tcase_add_test(tc, test_duplicate_request);
+	tcase_add_test(tc, test_two_instances_one_account);
 	tcase_add_test(tc, test_headers_state_event_and_wait_signal);
 	suite_add_tcase(s, tc);
 	return s;
