@@ -64,6 +64,8 @@ int agr__wow_notify_post(agr_worker *w, struct agr__wow_notify_list *l,
 			 const char *endpoint, char *json, size_t len);
 /* Cancels every notification of `l` (on its worker). */
 void agr__wow_notify_cancel_all(agr_worker *w, struct agr__wow_notify_list *l);
+/* Frees what is left once the worker's loop has ended (no I/O). */
+void agr__wow_notify_free_all(struct agr__wow_notify_list *l);
 /* Parses "http://host[:port]/path": 0 or -EINVAL / -EAFNOSUPPORT. */
 int agr__wow_http_url(const char *url, void *sockaddr_storage,
 		      unsigned *addrlen, char *hostport, size_t hplen,

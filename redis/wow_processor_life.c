@@ -195,7 +195,7 @@ void agr_wow_processor_worker_exit(agr_worker *w, void *proc)
 
 	if (!pw)
 		return;
-	agr__wow_notify_cancel_all(w, &pw->notify);
+	agr__wow_notify_free_all(&pw->notify); /* the loop has ended */
 	agr_wow_event_store_free(pw->store);
 	pw->store = NULL;
 	if (pw->redis)

@@ -286,3 +286,12 @@ void agr__wow_notify_cancel_all(agr_worker *w, struct agr__wow_notify_list *l)
 	for (struct agr__wow_notify *n = l->head; n; n = n->next)
 		agr_io_cancel(w, n);
 }
+
+void agr__wow_notify_free_all(struct agr__wow_notify_list *l)
+{
+	l->closing = true;
+	while (l->head) {
+		atomic_fetch_add(l->failed, 1);
+		notify_free(l->head);
+	}
+}
