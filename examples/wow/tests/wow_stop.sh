@@ -76,8 +76,10 @@ acked=yes
 i=0
 while :; do
 	pending=$(rc XPENDING bank.Account:command bank.CommandDispatcher | head -1)
-	lag=$(rc XINFO GROUPS bank.Account:command | sed -n '/^entries-read$/{n;p}')
-	[ "$pending" = 0 ] && [ "${lag:-0}" = 2 ] && break
+	# both delivered: the group's last id is the stream's (Redis 6.2 too)
+	last=$(rc XINFO STREAM bank.Account:command | sed -n '/^last-generated-id$/{n;p}')
+	delivered=$(rc XINFO GROUPS bank.Account:command | sed -n '/^last-delivered-id$/{n;p}')
+	[ "$pending" = 0 ] && [ -n "$last" ] && [ "$delivered" = "$last" ] && break
 	i=$((i + 1))
 	if [ $i -gt 300 ]; then
 		acked="not both acked (pending $pending): a livelock"
