@@ -46,7 +46,7 @@ struct op {
 	char state_arg;			/* the state XADD's callback arg */
 	enum { STAGE_DECIDE, STAGE_PUBLISH, STAGE_REPUBLISH } stage;
 	char stream_id[96];
-	char event_ids[AGR__WOW_MAX_EVENTS][112];
+	char event_ids[AGR__WOW_MAX_EVENTS][128]; /* stream id . index */
 };
 
 static int64_t now_ms(void)

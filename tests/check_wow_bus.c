@@ -629,8 +629,7 @@ START_TEST(test_shutdown_ends_a_livelocked_handler)
 	agr_named_aggregate na = { "sales", "Order" };
 	agr_dispatcher_options d = { .name = "spin", .named_aggregate = na,
 				     .parallelism = 4,
-				     .on_complete = agr_wow_bus_complete,
-				     .owns_supplier = true };
+				     .on_complete = agr_wow_bus_complete };
 	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
 	struct service sv;
 	uint64_t t0;
@@ -662,6 +661,8 @@ START_TEST(test_shutdown_ends_a_livelocked_handler)
 	ck_assert_uint_lt(tu_now_ns() - t0, 7000000000ull);
 	agr_wow_bus_free(sv.bus);
 	agr_dispatcher_free(sv.disp);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sv.sup, TU_LONG_NS), 0);
+	agr_supplier_free(sv.sup);
 	ck_assert_int_eq(pending(topics[0], o.group), 1); /* not acked */
 }
 END_TEST

@@ -110,8 +110,14 @@ static void print_stats(agr_wow_bus *bus, agr_wow_processor *proc)
 	       (unsigned long long)ps.void_dropped);
 }
 
+/*
+ * The dispatcher does not own the workers: a forced stop of it leaves
+ * them to the consumer, which closes its clients there, and to the
+ * processor's close.
+ */
 static int start_dispatcher(const struct settings *s, agr_wow_processor *proc,
-			    agr_scheduler **sched, agr_dispatcher **disp)
+			    agr_supplier **supp, agr_scheduler **sched,
+			    agr_dispatcher **disp)
 {
 	agr_named_aggregate na = { WOW_CONTEXT, WOW_AGGREGATE };
 	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
@@ -124,22 +130,18 @@ static int start_dispatcher(const struct settings *s, agr_wow_processor *proc,
 	so.worker_exit = agr_wow_processor_worker_exit;
 	so.hook_arg = proc;
 	ret = agr_supplier_new_opts("wowledger", &so, &sup);
+	*supp = sup;
 	if (ret == 0)
 		ret = agr_supplier_get_or_init(sup, &na, sched);
-	if (ret < 0) {
-		agr_supplier_free(sup);
+	if (ret < 0)
 		return ret;
-	}
 	d.name = "wowledger";
 	d.named_aggregate = na;
 	d.supplier = sup;
-	d.owns_supplier = true;
 	d.on_complete = agr_wow_bus_complete;
 	ret = agr_dispatcher_new(&d, disp);
-	if (ret < 0) {
-		agr_supplier_free(sup);
+	if (ret < 0)
 		return ret;
-	}
 	ret = agr_dispatcher_register(*disp, NULL, agr_wow_processor_handle,
 				      proc);
 	return ret == 0 ? agr_dispatcher_start(*disp) : ret;
@@ -177,7 +179,8 @@ static int start_bus(const struct settings *s, agr_scheduler *sched,
  * close and the workers stop.
  */
 static int stop_all(agr_wow_bus *bus, agr_wow_processor *proc,
-		    agr_scheduler *sched, agr_dispatcher *disp)
+		    agr_supplier *sup, agr_scheduler *sched,
+		    agr_dispatcher *disp)
 {
 	int ret = agr_wow_bus_shutdown(bus, STOP_NS);
 
@@ -187,11 +190,13 @@ static int stop_all(agr_wow_bus *bus, agr_wow_processor *proc,
 			STOP_NS / 1000000000ull);
 	print_stats(bus, proc);
 	agr_wow_bus_free(bus);
-	if (ret == 0)
-		agr_wow_processor_close(proc, sched, STOP_NS);
+	agr_wow_processor_close(proc, sched, STOP_NS);
 	if (agr_dispatcher_stop_gracefully(disp, STOP_NS) < 0)
 		agr_dispatcher_force_stop(disp);
 	agr_dispatcher_free(disp);
+	if (agr_supplier_stop_gracefully(sup, STOP_NS) < 0)
+		agr_supplier_force_stop(sup);
+	agr_supplier_free(sup);
 	return ret == 0 || ret == -ECANCELED ? 0 : ret;
 }
 
@@ -200,6 +205,7 @@ static int run(const struct settings *s, const char *command_topic)
 	agr_wow_processor_options po = AGR_WOW_PROCESSOR_OPTIONS_INIT;
 	const char *topics[1] = { command_topic };
 	agr_wow_processor *proc = NULL;
+	agr_supplier *sup = NULL;
 	agr_scheduler *sched = NULL;
 	agr_dispatcher *disp = NULL;
 	agr_wow_bus *bus = NULL;
@@ -208,7 +214,7 @@ static int run(const struct settings *s, const char *command_topic)
 	processor_options(s, &po);
 	ret = agr_wow_processor_new(&po, &proc);
 	if (ret == 0)
-		ret = start_dispatcher(s, proc, &sched, &disp);
+		ret = start_dispatcher(s, proc, &sup, &sched, &disp);
 	if (ret < 0) {
 		fprintf(stderr, "wow_ledger: dispatcher: %s\n", strerror(-ret));
 		return 1;
@@ -222,7 +228,7 @@ static int run(const struct settings *s, const char *command_topic)
 	       agr_wow_bus_consumer_name(bus), s->group, command_topic);
 	fflush(stdout);
 	wow_wait_signal(NULL);
-	ret = stop_all(bus, proc, sched, disp);
+	ret = stop_all(bus, proc, sup, sched, disp);
 	agr_wow_processor_free(proc);
 	return ret < 0 ? 1 : 0;
 }

@@ -184,8 +184,11 @@ AGR_API int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns);
  * the consumer's own stop. Returns 0 (stopped gracefully), -ECANCELED
  * (stopped after a force), -ETIMEDOUT (a handler blocked inside a
  * call holds a worker: nothing can end it) or -EINVAL. The dispatcher
- * is stopped after a force (with owns_supplier, its workers too). Not
- * from a worker.
+ * is stopped after a force. Run the consumer on workers that outlive
+ * that (a dispatcher that does not own its supplier): with
+ * owns_supplier they are torn down by the force before the consumer
+ * closes its clients, whose memory then goes only with the process.
+ * Not from a worker.
  */
 AGR_API int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns);
 
