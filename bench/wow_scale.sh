@@ -2,8 +2,9 @@
 # SPDX-License-Identifier: MIT
 # wow_scale.sh - end-to-end Wow commands/s on a three-master Redis
 # Cluster: wow_produce XADDs N Deposit commands; 1 or 3 wow_ledger
-# instances read them (XREADGROUP), append each event to Wow's event
-# store, publish it on :event and XACK; the figure is N over the time
+# instances read them (XREADGROUP) and run them on Wow's command
+# processor: append each event to Wow's event store, publish it on
+# :event and the state event on :state, XACK; the figure is N over the time
 # from the producer's start until the command group has nothing pending
 # and no lag. The ceiling beside it: redis-benchmark's XADD rate of the
 # same msg size on the master of bank.Account:command (one stream lives
