@@ -92,6 +92,7 @@ struct conn {
 	struct session session;
 	struct request_queue queue;
 	struct buf in;	  /* received, not yet parsed */
+	struct resp_partial partial; /* how much of in's first request */
 	struct buf out;	  /* replies, in order, waiting for the wire */
 	struct buf wire;  /* being sent */
 	size_t wire_sent;
@@ -216,11 +217,44 @@ static void conn_protocol_error(struct conn *c, const struct resp_error *err)
 }
 
 /*
+ * Redis's guard against cross-protocol scripting: a web page can make a
+ * browser POST to 127.0.0.1:6379, and the body's lines would run as
+ * inline commands. "POST" and "Host:" are never commands: log, close.
+ */
+static bool conn_cross_protocol(struct conn *c, const struct resp_command *cmd)
+{
+	if (!resp_arg_is(&cmd->argv[0], "post") &&
+	    !resp_arg_is(&cmd->argv[0], "host:"))
+		return false;
+	count_one(&c->wc->protocol_errors);
+	warnf("possible security attack: client %llu sent a '%.*s' line, as "
+	      "a browser posting to this port would (cross-protocol "
+	      "scripting); connection closed, nothing it sent applied",
+	      (unsigned long long)c->session.id, (int)cmd->argv[0].len,
+	      cmd->argv[0].p);
+	conn_stop_reading(c);
+	return true;
+}
+
+/* The request at p[0, len): resumes where the last call stopped. */
+static enum resp_status conn_parse_one(struct conn *c, const char *p,
+				       size_t len, struct resp_command *cmd,
+				       size_t *used, struct resp_error *err)
+{
+	struct resp_limits lim = {
+		.max_bulk = c->wc->front->srv->max_bulk,
+		.unauthenticated = !c->session.authed,
+	};
+
+	return resp_parse_request(p, len, &lim, &c->partial, cmd, used, err);
+}
+
+/*
  * Parses and runs the requests in p[0, len), up to PENDING_MAX in
  * flight (*blocked then). Returns the bytes used: the rest is an
- * incomplete request, or waits for room. After a protocol error or
- * the query buffer limit, everything counts as used: the connection
- * reads no more.
+ * incomplete request (c->partial says how far it was checked), or waits
+ * for room. After a protocol error or the query buffer limit,
+ * everything counts as used: the connection reads no more.
  */
 static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
 			      bool *blocked)
@@ -237,8 +271,7 @@ static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
 			*blocked = true;
 			break;
 		}
-		s = resp_parse_command(p + pos, len - pos, srv->max_bulk, &cmd,
-				       &used, &err);
+		s = conn_parse_one(c, p + pos, len - pos, &cmd, &used, &err);
 		if (s == RESP_MORE) {
 			/* Redis closes such a client without a reply. */
 			if (len - pos >= srv->query_buf_max) {
@@ -256,7 +289,7 @@ static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
 			break;
 		}
 		pos += used;
-		if (cmd.argc > 0)
+		if (cmd.argc > 0 && !conn_cross_protocol(c, &cmd))
 			conn_execute(c, &cmd);
 	}
 	return pos;

@@ -60,7 +60,10 @@
  * strings up to --proto-max-bulk-len (8 MiB; Redis's 512 MiB is far
  * more than a ledger needs), a request up to
  * --client-query-buffer-limit (16 MiB) while it is incomplete. A
- * protocol error is answered once, then the connection closes.
+ * protocol error is answered once, then the connection closes. Before
+ * AUTH, Redis's caps: 10 arguments, bulks of 16 KiB. A "POST" or
+ * "Host:" line (cross-protocol scripting from a browser) is logged and
+ * the connection closed, as redis-server does.
  *
  * --recv: how connections receive. multishot, the default: one
  * multishot recv per connection into a provided buffer ring of its
@@ -578,7 +581,11 @@ static const char usage_text[] =
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
 	"            --client-query-buffer-limit 16777216,\n"
 	"            --recv multishot --recv-buffers 256\n"
-	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
+	"       ledger_server --verify [--dir DIR] [--dump FILE]\n"
+	"  fixed: before AUTH at most 10 arguments and bulks of 16 KiB; a "
+	"\"POST\" or\n"
+	"         \"Host:\" line closes the connection (cross-protocol "
+	"scripting)\n";
 
 /* The index of s in names[n], or opts_bad(). */
 static int choice(const char *s, const char *const *names, int n)
