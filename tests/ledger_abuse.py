@@ -4,6 +4,7 @@ the network meets, over raw sockets (no redis module needed):
 
     python3 tests/ledger_abuse.py open PORT      # no --requirepass
     python3 tests/ledger_abuse.py auth PORT PASS # --requirepass PASS
+    python3 tests/ledger_abuse.py output PORT    # a small output limit
 
 Each case ends in a clear error or a close within DEADLINE, and changes
 nothing it should not. Exit 0 pass, 1 fail."""
@@ -121,11 +122,61 @@ def before_auth(password):
           b":0\r\n")
 
 
+def info_field(name):
+    for line in command("INFO").split(b"\r\n"):
+        if line.startswith(name.encode() + b":"):
+            return int(line.split(b":")[1])
+    fail("INFO has no %s" % name)
+
+
+def never_reads(pause):
+    """MGETs of 63 values of 256 bytes, never reading a reply, `pause`
+    seconds apart in chunks: seconds until the server cut us off."""
+    keys = ["out:%d" % i for i in range(63)]
+    for k in keys:
+        command("SET", k, "v" * 256)
+    req = b"*64\r\n$4\r\nMGET\r\n" + b"".join(
+        b"$%d\r\n%s\r\n" % (len(k), k.encode()) for k in keys)
+    s = socket.socket()
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    s.settimeout(DEADLINE)
+    s.connect(("127.0.0.1", PORT))
+    start = time.monotonic()
+    while time.monotonic() - start < DEADLINE:
+        try:
+            s.sendall(req * (1 if pause else 50))
+        except OSError:  # EPIPE, ECONNRESET: closed
+            s.close()
+            return time.monotonic() - start
+        if pause:
+            time.sleep(pause)
+    fail("a client that never reads was not closed in %.0f s" % DEADLINE)
+
+
+def output_limits(soft):
+    got = command("CONFIG", "GET", "client-output-buffer-limit")
+    check("CONFIG GET client-output-buffer-limit", got,
+          b"*2\r\n$26\r\nclient-output-buffer-limit\r\n" +
+          (b"$17\r\nnormal 0 262144 1\r\n" if soft
+           else b"$18\r\nnormal 1048576 0 0\r\n"))
+    before = info_field("client_output_buffer_limit_disconnections")
+    took = never_reads(0.02 if soft else 0)
+    print("ok: a client that never reads is closed (%.2f s)" % took)
+    if soft:
+        check("  ... not before the soft limit's second", took >= 1.0, True)
+    check("client_output_buffer_limit_disconnections",
+          info_field("client_output_buffer_limit_disconnections"),
+          before + 1)
+    check("the server still answers", command("PING"), b"+PONG\r\n")
+
+
 def main():
     global PORT
     mode, PORT = sys.argv[1], int(sys.argv[2])
     if mode == "open":
         cross_protocol()
+    elif mode in ("output", "output-soft"):
+        output_limits(mode == "output-soft")
     else:
         password = sys.argv[3]
         before_auth(password)

@@ -1,7 +1,7 @@
 #!/bin/sh
 # ledger_server against what an exposed server meets
 # (tests/ledger_abuse.py): a browser's cross-protocol POST, unauthenticated
-# bulk and multibulk lengths. Exit 0 pass, 1 fail, 77 skip (no python3
+# bulk and multibulk lengths, a client that never reads its replies. Exit 0 pass, 1 fail, 77 skip (no python3
 # or no io_uring).
 set -u
 
@@ -41,4 +41,19 @@ start_server "$tmp/auth.log" "$server" --port 0 --dir "$tmp/auth" \
 python3 "$top_srcdir/tests/ledger_abuse.py" auth "$port" "$pass" ||
 	fail "ledger_abuse.py auth"
 stop_server "$tmp/auth.log"
+echo "== --client-output-buffer-limit: hard, then soft"
+start_server "$tmp/out.log" "$server" --port 0 --dir "$tmp/out" \
+	--workers 2 --client-output-buffer-limit '1048576 0 0'
+python3 "$top_srcdir/tests/ledger_abuse.py" output "$port" ||
+	fail "ledger_abuse.py output"
+stop_server "$tmp/out.log"
+grep -q 'reached the hard output limit' "$tmp/out.log" ||
+	fail "the hard limit's close was not logged"
+start_server "$tmp/soft.log" "$server" --port 0 --dir "$tmp/soft" \
+	--workers 2 --client-output-buffer-limit '0 262144 1'
+python3 "$top_srcdir/tests/ledger_abuse.py" output-soft "$port" ||
+	fail "ledger_abuse.py output-soft"
+stop_server "$tmp/soft.log"
+grep -q 'reached the soft output limit' "$tmp/soft.log" ||
+	fail "the soft limit's close was not logged"
 echo "PASS"
