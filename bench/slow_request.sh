@@ -40,7 +40,7 @@ redis-server --port $redis_port --save '' --appendonly no \
 	--dir "$tmp" >"$tmp/redis.log" 2>&1 &
 redis_pid=$!
 pids="$pids $redis_pid"
-"$build/examples/ledger_server" --port 0 --dir "$tmp/ledger" \
+"$build/examples/ledger/ledger_server" --port 0 --dir "$tmp/ledger" \
 	--workers 1 >"$tmp/ledger.log" 2>&1 &
 ledger_pid=$!
 pids="$pids $ledger_pid"

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * fuzz_ledger_input.c - libFuzzer target for what ledger_server reads
- * from outside: RESP requests off the network (examples/resp.c) and
- * journal records off the disk (examples/ledger_record.c).
+ * from outside: RESP requests off the network (examples/common/resp.c) and
+ * journal records off the disk (examples/ledger/ledger_record.c).
  *
  * First byte even: the rest is a stream of requests. It is parsed whole
  * and again in pieces of a size the second byte picks, resuming each
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../examples/ledger_record.h"
-#include "../../examples/resp.h"
+#include "../../examples/ledger/ledger_record.h"
+#include "../../examples/common/resp.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -2,9 +2,9 @@
 """ledger_server against the abuse a server reachable from a browser or
 the network meets, over raw sockets (no redis module needed):
 
-    python3 tests/ledger_abuse.py open PORT      # no --requirepass
-    python3 tests/ledger_abuse.py auth PORT PASS # --requirepass PASS
-    python3 tests/ledger_abuse.py output PORT    # a small output limit
+    python3 examples/ledger/tests/ledger_abuse.py open PORT      # no --requirepass
+    python3 examples/ledger/tests/ledger_abuse.py auth PORT PASS # --requirepass PASS
+    python3 examples/ledger/tests/ledger_abuse.py output PORT    # a small output limit
 
 Each case ends in a clear error or a close within DEADLINE, and changes
 nothing it should not. Exit 0 pass, 1 fail."""

@@ -14,8 +14,8 @@
 
 #include <aggring.h>
 
-#include "../examples/acceptor.h"
-#include "../examples/drain.h"
+#include "acceptor.h"
+#include "drain.h"
 #include "testutil.h"
 
 #define FIRST 200 /* waiting before the acceptor starts */

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * check_resp.c - ledger_server's RESP request parser (examples/resp.c):
+ * check_resp.c - ledger_server's RESP request parser (examples/common/resp.c):
  * a request that arrives in pieces parses as it does whole, resuming
  * where it stopped; Redis's caps before AUTH, with its texts.
  */
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../examples/resp.h"
+#include "resp.h"
 #include "testutil.h"
 
 static const struct resp_limits open_lim = { .max_bulk = 512u << 20 };
