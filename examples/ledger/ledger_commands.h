@@ -48,6 +48,7 @@ struct server_stats {
 	uint64_t connected, connections, rejected, commands;
 	uint64_t protocol_errors, accounts, changes, overdrafts;
 	uint64_t output_limit_closed;
+	const char *journal_error; /* the first failed journal's why; NULL */
 };
 
 /* The server, as the commands see it; set up once, then read only. */

@@ -94,8 +94,10 @@ static void info_persistence(struct info_text *t,
 	add(t, "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\n"
 	    "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"
 	    "aof_enabled:1\r\naof_rewrite_in_progress:0\r\n"
-	    "appendfsync:always\r\njournal_changes:%" PRIu64 "\r\n\r\n",
-	    st->changes);
+	    "appendfsync:always\r\naof_last_write_status:%s\r\n"
+	    "journal_error:%s\r\njournal_changes:%" PRIu64 "\r\n\r\n",
+	    st->journal_error ? "err" : "ok",
+	    st->journal_error ? st->journal_error : "", st->changes);
 }
 
 static void info_stats(struct info_text *t, const struct server_stats *st)

@@ -208,6 +208,7 @@ static void server_stats(void *arg, struct server_stats *st)
 {
 	struct server *srv = arg;
 	struct front_stats fs;
+	unsigned i;
 
 	front_get_stats(srv->front, &fs);
 	*st = (struct server_stats){
@@ -221,6 +222,12 @@ static void server_stats(void *arg, struct server_stats *st)
 		.changes = bank_changes(srv->bank),
 		.overdrafts = bank_overdrafts(srv->bank),
 	};
+	for (i = 0; i < srv->nworkers && !st->journal_error; i++) {
+		const struct journal *j = bank_journal(srv->bank, i);
+
+		if (atomic_load_explicit(&j->failed, memory_order_acquire))
+			st->journal_error = j->why;
+	}
 }
 
 static void init_commands(struct server *srv)
