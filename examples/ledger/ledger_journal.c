@@ -325,20 +325,42 @@ static void finish_batch(struct journal *j, int status)
 		journal_schedule(j);
 }
 
+/*
+ * A batch failed. What of it reached the file (a short write before the
+ * error, a write whose fsync failed) must not outlive the error its
+ * clients are answered: replayed at restart, a retry without a request
+ * id would count twice. So the file is cut back to the end of the last
+ * durable batch, synchronously: this is the failure path, once.
+ */
+static void undo_batch(struct journal *j)
+{
+	size_t n;
+
+	if (!j->flushing || j->fd < 0)
+		return;
+	if (ftruncate(j->fd, (off_t)j->offset) == 0 && fdatasync(j->fd) == 0)
+		return;
+	n = strlen(j->why);
+	snprintf(j->why + n, sizeof(j->why) - n, "%sthe failed batch could "
+		 "not be cut off (%s): its records may replay at restart",
+		 n ? "; " : "", strerror(errno));
+}
+
 static void journal_fail(struct journal *j, int err)
 {
-	if (err == -ECANCELED) /* a forced stop: not the disk's doing */
+	if (err == -ECANCELED) { /* a forced stop: not the disk's doing */
 		fprintf(stderr, "ledger_server: journal: a forced stop "
 			"cancelled the write in flight; its events fail\n");
-	else if (j->why[0])
-		fprintf(stderr, "ledger_server: journal failed: %s; no more "
-			"events are accepted\n", j->why);
-	else
-		fprintf(stderr, "ledger_server: journal write failed: %s; "
-			"no more events are accepted\n", strerror(-err));
-	if (!j->why[0])
+		snprintf(j->why, sizeof(j->why), "a forced stop cancelled a "
+			 "write");
+	} else if (!j->why[0])
 		snprintf(j->why, sizeof(j->why), "%s: write failed: %s",
 			 j->path ? j->path : "journal", strerror(-err));
+	undo_batch(j);
+	if (err != -ECANCELED)
+		fprintf(stderr, "ledger_server: journal failed: %s; no more "
+			"events are accepted: restart the server once the "
+			"cause is fixed\n", j->why);
 	j->error = err;
 	atomic_store_explicit(&j->failed, true, memory_order_release);
 	finish_batch(j, err);

@@ -129,6 +129,11 @@ struct journal {
 };
 
 /*
+ * A batch whose write or sync fails fails whole, and the file is cut
+ * back (ftruncate, fdatasync) to the end of the last durable batch
+ * before its waiters are told, so that none of it replays; the error is
+ * sticky until a restart, and j->why says what failed.
+ *
  * After each batch's write, before its waiters are told, the journal
  * checks that its file is still the one at `path` and can be written:
  * a file unlinked (link count 0, or no file at path), replaced (another

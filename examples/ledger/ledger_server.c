@@ -416,6 +416,7 @@ static void block_signals(void)
 	sigset_t set;
 
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN); /* a file size limit: EFBIG, not death */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
