@@ -336,6 +336,13 @@ static void replay_into_groups(struct server *srv)
 	struct accounts *accounts = accounts_new(srv->ngroups);
 
 	replay_journals(srv->cfg.dir, accounts, true, &srv->replayed);
+	if (srv->replayed.interrupted) {
+		printf("ledger_server: stopped during replay by a signal, after "
+		       "%" PRIu64 " events; the journals are untouched\n",
+		       srv->replayed.events);
+		fflush(stdout);
+		_exit(0); /* the idle workers go with the process */
+	}
 	srv->bank = bank_new(srv->disp, accounts);
 }
 
