@@ -138,7 +138,7 @@ static enum resp_status parse_bulk(const char *buf, size_t len,
 				   struct resp_error *err)
 {
 	size_t eol, next, at = st->pos, max = lim->max_bulk;
-	long long n;
+	long long n = -1; /* read in the error text even if unparsed */
 	char what[40];
 
 	if (at == len)

@@ -112,7 +112,7 @@ START_TEST(a_huge_request_resumes_where_it_stopped)
 	struct resp_command cmd;
 	struct resp_error err;
 	char *req, *p;
-	size_t used, i;
+	size_t used = 0, i;
 
 	req = malloc(16 + nargs * 7);
 	ck_assert_ptr_nonnull(req);
