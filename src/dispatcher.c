@@ -664,7 +664,7 @@ static bool hold(struct group *g)
  * A drained group leaves its place to the last one, and goes to the end
  * if drain() holds it again.
  */
-static bool look_at_held(struct held *h)
+static bool look_at_held(struct held *h, struct agr_worker *w)
 {
 	struct group *g;
 	unsigned looks, i;
@@ -679,7 +679,16 @@ static bool look_at_held(struct held *h)
 		}
 		h->groups[i] = h->groups[--h->n];
 		h->turn = i;
-		drain(g);
+		if (h->n == 0) {
+			/*
+			 * The last one: if drain() lets it go idle (intake
+			 * closed meanwhile), the dispatcher may go with it.
+			 */
+			agr__worker_remove_poller(w, &h->poller);
+			drain(g);
+			return true;
+		}
+		drain(g); /* the groups still held keep h alive */
 		ran = true;
 	}
 	return ran;
@@ -706,10 +715,14 @@ static bool let_go(struct held *h, struct agr_worker *w, bool drop)
 		if (drop)
 			discard_all(g);
 		else if (!go_idle(g)) {
-			drain(g); /* g runs or is held again: h lives */
+			drain(g);
 			ran = true;
-			last = h->n == 0;
 		}
+		/*
+		 * After the last one nothing may touch h: drain() may
+		 * have let it go idle. Held again, it waits for the next
+		 * poll, as its poller was added again.
+		 */
 		if (last)
 			break;
 	}
@@ -721,15 +734,10 @@ static bool poll_held(struct agr__poller *p, struct agr_worker *w,
 {
 	struct held *h = agr__container_of(p, struct held, poller);
 	struct agr_dispatcher *d = h->d;
-	bool ran;
 
 	if (mode == AGR__POLL_LOOK && !agr__gate_closed(&d->gate) &&
-	    !atomic_load_explicit(&d->forced, memory_order_relaxed)) {
-		ran = look_at_held(h);
-		if (h->n == 0)
-			agr__worker_remove_poller(w, p);
-		return ran;
-	}
+	    !atomic_load_explicit(&d->forced, memory_order_relaxed))
+		return look_at_held(h, w);
 	return let_go(h, w, mode == AGR__POLL_DROP);
 }
 
