@@ -38,8 +38,7 @@
  */
 struct front_worker {
 	_Alignas(64) struct conn *conns; /* its live connections */
-	struct conn *replied; /* with replies finished in this turn */
-	bool flush_queued;    /* worker_flush_replies() is queued */
+	struct request_turn turn; /* its connections told of replies */
 	struct front *front;
 	unsigned index;
 	struct buf scratch; /* the reply of the command being run */
@@ -61,7 +60,7 @@ struct front {
 	struct front_options opts;
 	unsigned nworkers;
 	struct front_worker *workers; /* [nworkers] */
-	struct request_inbox *inboxes; /* [nworkers]: replies from others */
+	struct request_return back; /* replies from other workers */
 	struct acceptor *acceptor;
 	struct drain *drain;
 	atomic_bool stopping;
@@ -86,9 +85,7 @@ struct conn {
 	bool recv_armed;   /* a recv is in flight (callback arg: conn) */
 	bool send_armed;   /* a send is in flight (callback arg: &wire) */
 	bool linger_armed; /* the linger timer (callback arg: &lingering) */
-	bool replied;	   /* on wc->replied, until the end of the turn */
 	bool refused;	   /* over --maxclients: one error, then close */
-	struct conn *next_replied;
 	struct session session;
 	struct request_queue queue;
 	struct buf in;	  /* received, not yet parsed */
@@ -100,32 +97,7 @@ struct conn {
 static void conn_pump(struct conn *c);
 static void conn_stop_reading(struct conn *c);
 
-/* ---- requests: their replies, in turn, back to the wire ---- */
-
-/* The end of a worker's turn: send what its connections have finished. */
-static void worker_flush_replies(void *arg)
-{
-	struct front_worker *wc = arg;
-	struct conn *c;
-
-	wc->flush_queued = false;
-	while ((c = wc->replied) != NULL) {
-		wc->replied = c->next_replied;
-		c->replied = false;
-		conn_pump(c);
-	}
-}
-
-/* Dropped by a forced stop: the connections go with the workers. */
-static void worker_flush_dropped(void *arg, int err)
-{
-	struct front_worker *wc = arg;
-
-	(void)err;
-	wc->flush_queued = false;
-	for (; wc->replied; wc->replied = wc->replied->next_replied)
-		wc->replied->replied = false;
-}
+/* ---- requests: parsed here, their round trip in ledger_request.c ---- */
 
 /* A plain increment that INFO may read: this worker is the writer. */
 static void count_one(atomic_ullong *c)
@@ -137,7 +109,7 @@ static void count_one(atomic_ullong *c)
 
 static struct request_ctx ctx_of(struct conn *c)
 {
-	return (struct request_ctx){ .conn = c, .queue = &c->queue,
+	return (struct request_ctx){ .queue = &c->queue,
 				     .out = &c->out,
 				     .disp = c->wc->front->disp,
 				     .worker = c->wc->index };
@@ -150,57 +122,19 @@ static void conn_reply(struct conn *c, const char *p, size_t n)
 	requests_reply(&x, p, n);
 }
 
-/*
- * A reply is final. It goes out at the end of the worker's turn, with
- * every other reply of its connection finished in that turn: a
- * pipelining client gets one send per batch of events, not one for the
- * first reply and another for the rest.
- */
-void conn_request_ready(struct conn *c)
+/* Replies of c are ready (requests_init()'s callback): send them. */
+static void conn_ready(void *owner)
 {
-	struct front_worker *wc = c->wc;
-
-	if (c->replied)
-		return;
-	c->replied = true;
-	c->next_replied = wc->replied;
-	wc->replied = c;
-	if (wc->flush_queued)
-		return;
-	wc->flush_queued = true;
-	if (agr_scheduler_schedule_cancellable(wc->front->sched, wc->index,
-					       worker_flush_replies,
-					       worker_flush_dropped, wc) < 0)
-		worker_flush_replies(wc); /* stopping: now */
-}
-
-/*
- * The dispatcher is done with a message (on the group's worker). Its
- * reply goes to the connection's worker, directly if that is this one.
- */
-void front_completed(agr_message *msg, int status, void *arg)
-{
-	struct front *f = arg;
-	struct request *rq = requests_completed(msg, status);
-
-	if (rq) /* f->inboxes is set once a request can exist */
-		requests_route(rq, f->inboxes);
+	conn_pump(owner);
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)
 {
 	struct front_worker *wc = c->wc;
-	struct command_outcome out = { .reply = &wc->scratch };
 	struct request_ctx x = ctx_of(c);
 
 	count_one(&wc->commands);
-	command_run(wc->front->srv, &c->session, cmd, &out);
-	if (out.kind != COMMAND_REPLY && out.kind != COMMAND_QUIT) {
-		requests_dispatch(&x, cmd, &out);
-		return;
-	}
-	conn_reply(c, out.reply->p, out.reply->len);
-	if (out.kind == COMMAND_QUIT)
+	if (requests_run(&x, wc->front->srv, &c->session, cmd, &wc->scratch))
 		conn_stop_reading(c); /* and close after the replies queued */
 }
 
@@ -598,7 +532,7 @@ static bool conn_answered(const struct conn *c)
 static bool conn_done(const struct conn *c)
 {
 	return (c->eof || c->broken) && conn_answered(c) && !c->recv_armed &&
-	       !c->linger_armed && !c->replied;
+	       !c->linger_armed && !requests_replied(&c->queue);
 }
 
 /*
@@ -686,7 +620,7 @@ static void front_take(void *arg, int fd)
 	c->fd = fd;
 	c->slot = -1;
 	c->wc = &f->workers[target];
-	requests_init(&c->queue, &c->wc->pool);
+	requests_init(&c->queue, &c->wc->pool, &c->wc->turn, conn_ready, c);
 	session_init(&c->session, f->srv, ++f->next_id, fd);
 	/* As Redis: the error, then the connection closes. */
 	if (atomic_fetch_add_explicit(&f->connected, 1, memory_order_relaxed) >=
@@ -811,13 +745,16 @@ void front_worker_exit(struct front *f, agr_worker *w)
 void front_start(struct front *f, agr_dispatcher *disp, int port,
 		 int *bound)
 {
+	unsigned i;
 	int fd, ret;
 
 	f->disp = disp;
 	f->sched = agr_dispatcher_scheduler(disp);
 	if (!f->workers)
 		front_prepare(f, (unsigned)agr_scheduler_parallelism(f->sched));
-	f->inboxes = request_inboxes_new(f->sched, f->nworkers);
+	f->back.inboxes = request_inboxes_new(f->sched, f->nworkers);
+	for (i = 0; i < f->nworkers; i++)
+		request_turn_init(&f->workers[i].turn, f->sched, i);
 	fd = net_listen(port, bound);
 	ret = acceptor_start(f->sched, 0, fd, front_take, f, f->drain,
 			     &f->acceptor);
@@ -876,6 +813,11 @@ void front_free(struct front *f)
 		free(f->workers[i].free_slots);
 	}
 	free(f->workers);
-	free(f->inboxes);
+	free(f->back.inboxes);
 	free(f);
+}
+
+struct request_return *front_return(struct front *f)
+{
+	return &f->back;
 }

@@ -171,6 +171,7 @@
 #include "ledger_journal.h"
 #include "ledger_record.h"
 #include "ledger_replay.h"
+#include "ledger_request.h"
 #include "opts.h"
 #include "util.h"
 
@@ -295,7 +296,7 @@ static void start_dispatcher(struct server *srv)
 		.named_aggregate = { "bank", "Account" },
 		.parallelism = srv->cfg.groups,
 		.owns_supplier = true,
-		.on_complete = bank_completed, /* then front_completed */
+		.on_complete = bank_completed, /* then requests_completed */
 		.complete_arg = &srv->replies,
 		.group_key = bank_group_key, /* SCAN names its group */
 		/*
@@ -307,7 +308,8 @@ static void start_dispatcher(struct server *srv)
 	};
 	int ret;
 
-	srv->replies = (struct bank_completion){ front_completed, srv->front };
+	srv->replies = (struct bank_completion){ requests_completed,
+						 front_return(srv->front) };
 	so.parallelism = srv->cfg.workers;
 	if (!so.parallelism && !getenv("AGR_SCHEDULER_POOL_SIZE"))
 		so.parallelism = (int)default_workers();
