@@ -987,7 +987,7 @@ static bool watch_changed(const struct account_msg *m, const struct table *t,
 }
 
 /* SCAN: every key of the message's group, to the scan's found(). */
-static void run_scan(struct bank *b, struct account_msg *m)
+static void scan_group(struct bank *b, struct account_msg *m)
 {
 	const struct table *t = &b->accounts->tables[m->group];
 	size_t i;
@@ -1052,52 +1052,17 @@ static void drop_results(struct account_msg *m)
 }
 
 /*
- * Every message: run its steps on the account as it is, journal their
- * net effect as one record and apply it in memory at once; the reply
- * waits until the record, and every one the steps read, is durable.
+ * The steps' net effect as one record, journaled and applied in memory
+ * at once (a transaction with REQID remembers its results with it).
  */
-static int run_steps(agr_exchange *ex, void *arg)
+static int journal_steps(struct account_msg *m, struct bank_worker *bw,
+			 const struct table *t, struct account *a)
 {
-	struct bank *b = arg;
-	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
-	unsigned wi = (unsigned)agr_worker_index(agr_exchange_worker(ex));
-	struct bank_worker *bw = &b->workers[wi];
-	struct account *a;
-	const struct table *t;
 	char rec[RECORD_MAX];
 	uint64_t batch;
 	size_t len;
-	unsigned i;
 	int ret;
 
-	m->bank = b;
-	m->ex = ex;
-	m->worker = wi;
-	m->group = agr_exchange_group(ex);
-	m->awaiting = m->journaled = m->answered = false;
-	m->completed = NULL;
-	m->wait.durable = entry_durable;
-	t = &b->accounts->tables[m->group];
-	if (m->scan) { /* the keys, as of the group's last change */
-		run_scan(b, m);
-		return await_batch(m, &bw->journal, t->batch);
-	}
-	a = table_find(t, m->key);
-	m->answered = answered_before(m, a);
-	if (m->answered)
-		return await_state(m, &bw->journal, t, a);
-	if (m->txn && watch_changed(m, t, a)) {
-		m->txn_outcome = TXN_WATCH_CHANGED;
-		return await_state(m, &bw->journal, t, a);
-	}
-	m->after_exists = a != NULL;
-	m->after_balance = a ? a->balance : 0;
-	m->after_str = a ? a->str : NULL;
-	m->after_str_len = a ? a->str_len : 0;
-	for (i = 0; i < m->nsteps; i++)
-		step_run(&m->steps[i], m, bw);
-	if (m->watch)
-		watch_fill(m, t, a);
 	if (m->txn && m->reqid[0]) {
 		m->results = xrealloc(NULL, RESULTS_MAX + 1);
 		if (!results_encode(m->steps, m->nsteps, m->results)) {
@@ -1122,6 +1087,59 @@ static int run_steps(agr_exchange *ex, void *arg)
 	apply_after(m, a, batch);
 	drop_results(m); /* unless remembered: a close forgets ids */
 	return wait_for_journal(m);
+}
+
+/* A message's state for this run of its handler. */
+static void msg_begin(struct account_msg *m, struct bank *b, agr_exchange *ex,
+		      unsigned wi)
+{
+	m->bank = b;
+	m->ex = ex;
+	m->worker = wi;
+	m->group = agr_exchange_group(ex);
+	m->awaiting = m->journaled = m->answered = false;
+	m->completed = NULL;
+	m->wait.durable = entry_durable;
+}
+
+/*
+ * Every message: run its steps on the account as it is, journal their
+ * net effect as one record and apply it in memory at once; the reply
+ * waits until the record, and every one the steps read, is durable.
+ */
+static int run_steps(agr_exchange *ex, void *arg)
+{
+	struct bank *b = arg;
+	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
+	unsigned wi = (unsigned)agr_worker_index(agr_exchange_worker(ex));
+	struct bank_worker *bw = &b->workers[wi];
+	struct account *a;
+	const struct table *t;
+	unsigned i;
+
+	msg_begin(m, b, ex, wi);
+	t = &b->accounts->tables[m->group];
+	if (m->scan) { /* the keys, as of the group's last change */
+		scan_group(b, m);
+		return await_batch(m, &bw->journal, t->batch);
+	}
+	a = table_find(t, m->key);
+	m->answered = answered_before(m, a);
+	if (m->answered)
+		return await_state(m, &bw->journal, t, a);
+	if (m->txn && watch_changed(m, t, a)) {
+		m->txn_outcome = TXN_WATCH_CHANGED;
+		return await_state(m, &bw->journal, t, a);
+	}
+	m->after_exists = a != NULL;
+	m->after_balance = a ? a->balance : 0;
+	m->after_str = a ? a->str : NULL;
+	m->after_str_len = a ? a->str_len : 0;
+	for (i = 0; i < m->nsteps; i++)
+		step_run(&m->steps[i], m, bw);
+	if (m->watch)
+		watch_fill(m, t, a);
+	return journal_steps(m, bw, t, a);
 }
 
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
