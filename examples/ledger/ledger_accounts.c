@@ -568,14 +568,6 @@ static void transfer_step(struct bank *b, agr_exchange *ex,
 	}
 }
 
-/* A plain increment that another thread may read: one writer only. */
-static void count_one(atomic_ullong *c)
-{
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
-
 /*
  * What a change is remembered as for its retries (ledger_record.h's
  * K), or 0: only a request with an id, and only what it changed.

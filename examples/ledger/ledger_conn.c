@@ -99,14 +99,6 @@ static void conn_stop_reading(struct conn *c);
 
 /* ---- requests: parsed here, their round trip in ledger_request.c ---- */
 
-/* A plain increment that INFO may read: this worker is the writer. */
-static void count_one(atomic_ullong *c)
-{
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
-
 static struct request_ctx ctx_of(struct conn *c)
 {
 	return (struct request_ctx){ .queue = &c->queue,
