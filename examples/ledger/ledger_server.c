@@ -117,32 +117,28 @@
  * the dispatcher finishes every admitted message and ends the workers.
  * Past the deadline the runtime forces every part.
  *
- * The bank is one dispatcher, not a composite (agr_composite_new()):
- * its work is of one kind, changes and reads of accounts, and every
- * kind of message touches the account table of its group, which only
- * that group may touch (a second dispatcher's group would run beside
- * it, between a transfer's debit and its durable record).
+ * The bank is one dispatcher, not a composite: every message touches
+ * its group's account table, which no other dispatcher's group may.
  *
- * Where the code is (one concern a file):
+ * Where the code is (one concern a file), a request's way in order:
  *   ledger_server.c    options, startup and shutdown: the wiring
- *   ledger_conn.c      RESP connections: recv, parse, reply in order,
- *                      send, linger (reply order, closing, protocol
- *                      errors: ledger_conn.h)
- *   ledger_commands.c  what each command means, and its replies;
- *                      COMMAND's table
- *   ledger_session.c   HELLO, AUTH, SELECT, CLIENT: the client's state
- *   ledger_info.c      INFO, DBSIZE, CONFIG GET
- *   ledger_reply.c     RESP replies into a reused buffer
- *   ledger_accounts.c  the account aggregate: balances and handlers
- *   ledger_journal.c   group commit of the records to the journals
- *   ledger_record.c    the record format and its CRC
+ *   ledger_front.c     accepting, the workers' share, stopping
+ *   ledger_conn.c      one connection: recv, parse, send in order,
+ *                      linger (the rules: ledger_conn.h)
+ *   ledger_request.c   a request's round trip, command to reply
+ *   ledger_commands.c  what each command means; COMMAND's table;
+ *                      ledger_session.c (HELLO, AUTH, SELECT, CLIENT),
+ *                      ledger_info.c (INFO, DBSIZE, CONFIG GET),
+ *                      ledger_keyspace.c (SCAN, WATCH), ledger_reply.c
+ *   ledger_account_msg.c  the account messages and transfers' ids
+ *   ledger_account_reply.c  their replies, once they have run
+ *   ledger_accounts.c  the bank: handlers, steps, the transfer saga
+ *   ledger_table.c     the account tables and their REQID windows
+ *   ledger_journal.c   group commit; ledger_record.c its format
  *   ledger_replay.c    replay on restart, and --verify
- *   ledger_cpus.c      --worker-cpus
- *   http_metrics.c     GET /metrics on worker 0's ring
- *   resp.c             the RESP2 parser and encoder
- *   acceptor.c, net.c, drain.c, opts.c, util.c, buf.c: shared with
- *   the other examples (accepting on a ring, sockets, waiting for the
- *   network to go quiet, the command line, messages, buffers).
+ *   ledger_cpus.c      --worker-cpus; http_metrics.c GET /metrics
+ *   examples/common/   resp.c (RESP2), acceptor.c, net.c, drain.c,
+ *                      opts.c, util.c, buf.c: shared with the others
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -176,9 +172,8 @@
 #include "util.h"
 
 /*
- * How long no message may be active before the stop closes admission:
- * long enough to bridge a connection's turn between the reply to one
- * request it has read and the send of the next.
+ * No message active this long closes admission: it bridges a
+ * connection's turn between one reply and its next request's send.
  */
 #define QUIET_MS 100
 
@@ -459,11 +454,9 @@ static int network_start(void *self)
 }
 
 /*
- * The network's stop: the sockets quiet (every connection answered and
- * closed, the acceptor and /metrics ended) by the deadline, before the
- * dispatcher stops: a worker told to stop while an operation of its
- * own is in flight does not wait for it in the kernel (aggring 0.1).
- * It stopped reading before the runtime's stop began (stop_server()).
+ * The network's stop: every connection answered and closed, the
+ * acceptor and /metrics ended, before the dispatcher stops (a worker
+ * told to stop does not wait for its operations in the kernel).
  */
 static int network_stop(void *self, uint64_t deadline_ns)
 {
