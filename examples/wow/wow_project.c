@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wow_project - a projection of bank.Account's domain events: consumes
- * bank.Account:event in its own group (bank.ProjectionDispatcher), and
+ * bank.Account:event in its own group (bank.wow_project: not the JVM
+ * projection's bank.ProjectionDispatcher, whose entries it would split), and
  * keeps each account's balance and version, written to the Redis hash
  * "wow_project:{bank.Account}:balances" as "<version> <balance>".
  *
@@ -147,7 +148,7 @@ static void parse_args(int argc, char **argv, struct project_args *a)
 	int opt;
 
 	*a = (struct project_args){
-		.group = WOW_CONTEXT ".ProjectionDispatcher", .workers = 1
+		.group = WOW_PROJECT_GROUP, .workers = 1
 	};
 	while ((opt = getopt(argc, argv, "h:p:cg:n:w:m:i:")) != -1) {
 		if (wow_redis_opt(&a->ro, opt, optarg))
