@@ -5,6 +5,7 @@
 # kill $pids on exit.
 
 pids=
+. "$top_srcdir/examples/common/serverctl.sh"
 
 fail() {
 	echo "FAIL: $*" >&2
@@ -33,44 +34,31 @@ start_server() {
 		[ -z "${LEDGER_RECV:-}" ] || set -- "$@" --recv "$LEDGER_RECV"
 		;;
 	esac
-	"$@" >"$log" 2>&1 &
-	pid=$!
-	pids="$pids $pid"
-	i=0
-	while :; do
-		port=$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
-			"$log")
-		[ -n "$port" ] && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			cat "$log" >&2
-			if grep -q 'io_uring' "$log"; then
-				echo "SKIP: io_uring is not available" >&2
-				exit 77
-			fi
-			fail "$* exited before listening"
+	serverctl_start "$log" "$@"
+	case $? in
+	0) pids="$pids $pid" ;;
+	1)
+		cat "$log" >&2
+		if grep -q 'io_uring' "$log"; then
+			echo "SKIP: io_uring is not available" >&2
+			exit 77
 		fi
-		i=$((i + 1))
-		[ $i -le 200 ] || fail "$* not listening after 10 s"
-		sleep 0.05
-	done
+		fail "$* exited before listening"
+		;;
+	*)
+		pids="$pids $pid"
+		fail "$* not listening after 10 s"
+		;;
+	esac
 }
 
 # stop_server LOG: SIGTERM to $pid, then at most 20 s for an exit with
 # status 0 that LOG calls clean.
 stop_server() {
-	kill -TERM "$pid"
-	i=0
-	while kill -0 "$pid" 2>/dev/null; do
-		i=$((i + 1))
-		if [ $i -gt 400 ]; then
-			kill -KILL "$pid"
-			fail "no graceful stop within 20 s"
-		fi
-		sleep 0.05
-	done
-	wait "$pid"
+	serverctl_stop 20
 	status=$?
 	pids=$(echo " $pids " | sed "s/ $pid / /")
+	[ $status -ne 124 ] || fail "no graceful stop within 20 s"
 	cat "$1"
 	[ $status -eq 0 ] || fail "exit status $status after SIGTERM"
 	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean"

@@ -278,29 +278,40 @@ static void write_acked(struct app *app)
 
 /* ---- verification ---- */
 
-static int verify(const char *dir)
+/* The acknowledged count of every id, as write_acked() listed them. */
+static long *read_acked(const char *dir, long *ids)
 {
 	char *path = path_of(dir, "acked");
 	FILE *f = fopen(path, "r");
-	long id, n, ids = 0, *acked = NULL, *seen = NULL, events = 0;
-	long bad = 0, g;
+	long id, n, *acked = NULL;
 
 	if (!f)
 		die_errno(path, errno);
+	*ids = 0;
 	/* write_acked() lists every id, in order from 0. */
 	while (fscanf(f, "%ld %ld", &id, &n) == 2) {
 		long *grown;
 
-		if (id != ids || n < 0)
+		if (id != *ids || n < 0)
 			die_errno(path, EINVAL);
-		grown = realloc(acked, (size_t)(ids + 1) * sizeof(long));
+		grown = realloc(acked, (size_t)(*ids + 1) * sizeof(long));
 		if (!grown)
 			die_errno("allocating acked", ENOMEM);
 		acked = grown;
-		acked[ids++] = n;
+		acked[(*ids)++] = n;
 	}
 	fclose(f);
 	free(path);
+	return acked;
+}
+
+static int verify(const char *dir)
+{
+	long id, ids, *acked = read_acked(dir, &ids), *seen, events = 0;
+	long bad = 0, g;
+	char *path;
+	FILE *f;
+
 	seen = calloc((size_t)ids + 1, sizeof(long));
 	if (!seen)
 		die_errno("allocating seen", ENOMEM);

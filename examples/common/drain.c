@@ -14,6 +14,7 @@ void drain_init(struct drain *d)
 	pthread_cond_init(&d->cond, &attr);
 	pthread_condattr_destroy(&attr);
 	d->live = 0;
+	d->aborted = false;
 }
 
 void drain_destroy(struct drain *d)
@@ -50,10 +51,18 @@ bool drain_wait(struct drain *d, uint64_t timeout_ns)
 		ts.tv_nsec -= 1000000000L;
 	}
 	pthread_mutex_lock(&d->lock);
-	while (d->live > 0 &&
+	while (d->live > 0 && !d->aborted &&
 	       pthread_cond_timedwait(&d->cond, &d->lock, &ts) == 0)
 		;
 	done = d->live == 0;
 	pthread_mutex_unlock(&d->lock);
 	return done;
+}
+
+void drain_abort(struct drain *d)
+{
+	pthread_mutex_lock(&d->lock);
+	d->aborted = true;
+	pthread_cond_broadcast(&d->cond);
+	pthread_mutex_unlock(&d->lock);
 }

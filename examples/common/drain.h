@@ -17,8 +17,9 @@
 
 struct drain {
 	pthread_mutex_t lock;
-	pthread_cond_t cond; /* live reached 0 */
+	pthread_cond_t cond; /* live reached 0, or drain_abort() */
 	long live;
+	bool aborted;
 };
 
 void drain_init(struct drain *d);
@@ -28,7 +29,13 @@ void drain_destroy(struct drain *d);
 void drain_add(struct drain *d);
 void drain_done(struct drain *d);
 
-/* Waits at most timeout_ns for the count to reach 0; true if it did. */
+/*
+ * Waits at most timeout_ns for the count to reach 0, or until
+ * drain_abort(); true if the count reached 0.
+ */
 bool drain_wait(struct drain *d, uint64_t timeout_ns);
+
+/* Any thread: makes every drain_wait(), now and later, return at once. */
+void drain_abort(struct drain *d);
 
 #endif /* EXAMPLES_DRAIN_H */

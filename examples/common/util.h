@@ -11,6 +11,7 @@
 #define EXAMPLES_UTIL_H
 
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -33,6 +34,17 @@ void warnf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Memory runs out: like redis, give up rather than limp on. */
 void *xcalloc(size_t n, size_t size);
 void *xrealloc(void *p, size_t n);
+
+/*
+ * A plain increment of a counter that other threads may read (INFO,
+ * /metrics): one writer only, so no read-modify-write is needed.
+ */
+static inline void count_one(atomic_ullong *c)
+{
+	atomic_store_explicit(c,
+			      atomic_load_explicit(c, memory_order_relaxed) + 1,
+			      memory_order_relaxed);
+}
 
 /* CLOCK_MONOTONIC in ns, and deadlines on it. */
 uint64_t now_ns(void);

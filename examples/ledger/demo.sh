@@ -23,6 +23,7 @@ fi
 build=$1
 data=$2
 ex=$build/examples/ledger
+basic=$build/examples/basic
 requests=${DEMO_REQUESTS:-200000}
 conns=${DEMO_CONNECTIONS:-32}
 pipeline=${DEMO_PIPELINE:-16}
@@ -56,40 +57,28 @@ field() {
 	sed -n "s|.*$2\([0-9][0-9.]*\)${3:-}.*|\1|p" "$1" | head -n 1
 }
 
+. "$(dirname "$0")/../common/serverctl.sh"
+
 # start_server LOG: ledger_server on a free port, with /metrics on
 # another ($mport); waits at most 10 s.
 start_server() {
-	"$ex/ledger_server" --port 0 --metrics-port 0 --dir "$data/ledger" \
-		--shutdown-timeout "$stop_deadline" >"$1" 2>&1 &
-	pid=$!
-	i=0
-	while :; do
-		port=$(field "$1" 'listening on 127\.0\.0\.1:')
-		mport=$(field "$1" 'metrics on 127\.0\.0\.1:')
-		[ -n "$port" ] && return 0
-		if ! kill -0 "$pid" 2>/dev/null; then
-			cat "$1" >&2
-			fail "ledger_server did not start"
-		fi
-		i=$((i + 1))
-		[ $i -le 200 ] || fail "the server is not listening after 10 s"
-		sleep 0.05
-	done
+	serverctl_start "$1" "$ex/ledger_server" --port 0 --metrics-port 0 \
+		--dir "$data/ledger" --shutdown-timeout "$stop_deadline"
+	case $? in
+	0) ;;
+	1) cat "$1" >&2; fail "ledger_server did not start" ;;
+	*) fail "the server is not listening after 10 s" ;;
+	esac
 }
 
 # stop_server LOG: SIGTERM; the server has $stop_deadline seconds to
 # finish every admitted request and exit 0 (then 5 s of grace).
 stop_server() {
-	kill -TERM "$pid"
-	i=0
-	while kill -0 "$pid" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -le $(((stop_deadline + 5) * 20)) ] ||
-			fail "no graceful stop within the deadline"
-		sleep 0.05
-	done
-	wait "$pid" || fail "the server exited with status $? (see $1)"
+	serverctl_stop $((stop_deadline + 5))
+	status=$?
+	[ $status -ne 124 ] || { pid=; fail "no graceful stop within the deadline"; }
 	pid=
+	[ $status -eq 0 ] || fail "the server exited with status $status (see $1)"
 	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean ($1)"
 }
 
@@ -182,12 +171,12 @@ say "restart: replayed $replayed events; served $served balances again"
 
 # ---- 5. the journal example ----
 say "journal example: $journal_events events, one fdatasync each"
-if ! "$build/examples/basic/journal" -d "$data/journal" -n "$journal_events" -i 10000 -p 2 \
+if ! "$basic/journal" -d "$data/journal" -n "$journal_events" -i 10000 -p 2 \
 	>"$data/journal.log" 2>&1; then
 	cat "$data/journal.log"
 	fail "journal"
 fi
-"$build/examples/basic/journal" --verify -d "$data/journal" >>"$data/journal.log" 2>&1 ||
+"$basic/journal" --verify -d "$data/journal" >>"$data/journal.log" 2>&1 ||
 	{ cat "$data/journal.log"; fail "journal --verify"; }
 cat "$data/journal.log"
 

@@ -13,467 +13,7 @@
 #include "resp.h"
 #include "util.h"
 
-/* ---- balances ---- */
-
-static char *dup_str(const char *s)
-{
-	size_t n = strlen(s) + 1;
-
-	return memcpy(xrealloc(NULL, n), s, n);
-}
-
-/* The request ids of an account's last changes, and their replies. */
-struct reqid_entry {
-	long long balance; /* reply 'c', 'd', 'r': the balance after it */
-	char reply;	   /* 'c', 's' (OK), 'x', 'd', 'r' (ledger_record.h) */
-	char *results;	   /* 'x': the transaction's results, encoded */
-	char id[REQID_MAX + 1];
-};
-
-struct reqids {
-	unsigned next; /* the oldest, overwritten next */
-	struct reqid_entry e[REQID_WINDOW];
-};
-
-struct account {
-	long long balance;
-	uint64_t hash;
-	uint64_t seq;	    /* its table's seq at its last change (WATCH) */
-	uint64_t batch;	    /* the journal batch of its last change; 0: replay */
-	struct reqids *ids; /* NULL until a change carries a request id */
-	char *str;	    /* a string's value (xmalloc), or NULL */
-	unsigned str_len;
-	char key[];
-};
-
-/* The newest entry of id: a refund comes after its transfer's debit. */
-static const struct reqid_entry *reqid_find(const struct account *a,
-					    const char *id)
-{
-	unsigned i, k;
-
-	for (i = 1; a && a->ids && i <= REQID_WINDOW; i++) {
-		k = (a->ids->next + REQID_WINDOW - i) % REQID_WINDOW;
-		if (strcmp(a->ids->e[k].id, id) == 0)
-			return &a->ids->e[k];
-	}
-	return NULL;
-}
-
-/* Remembers id; takes `results` ('x', xmalloc'd; else NULL). */
-static void reqid_remember(struct account *a, const char *id, char reply,
-			   long long balance, char *results)
-{
-	struct reqid_entry *e;
-
-	if (!a->ids)
-		a->ids = xcalloc(1, sizeof(*a->ids));
-	e = &a->ids->e[a->ids->next];
-	a->ids->next = (a->ids->next + 1) % REQID_WINDOW;
-	e->balance = balance;
-	e->reply = reply;
-	free(e->results);
-	e->results = results;
-	snprintf(e->id, sizeof(e->id), "%s", id);
-}
-
-static void reqids_free(struct reqids *ids)
-{
-	unsigned i;
-
-	for (i = 0; ids && i < REQID_WINDOW; i++)
-		free(ids->e[i].results);
-	free(ids);
-}
-
-/* The key holds a copy of [p, p + len), or a balance when p is NULL. */
-static void account_set_str(struct account *a, const char *p, unsigned len)
-{
-	char *copy = NULL;
-
-	if (p) { /* copied first: p may be a->str itself */
-		copy = xrealloc(NULL, (size_t)len + 1);
-		memcpy(copy, p, len);
-		copy[len] = '\0';
-	}
-	free(a->str);
-	a->str = copy;
-	a->str_len = p ? len : 0;
-}
-
-static void account_free(struct account *a)
-{
-	if (a) {
-		reqids_free(a->ids);
-		free(a->str);
-	}
-	free(a);
-}
-
-/* One group's accounts: open addressing, linear probing. */
-struct table {
-	struct account **slots;
-	size_t mask; /* slots - 1; slots is a power of two */
-	size_t count;
-	uint64_t seq;	      /* changes applied, for WATCH */
-	uint64_t removed_seq; /* seq at the last removal */
-	uint64_t batch;	       /* the journal batch of its last change */
-	uint64_t closed_batch; /* the journal batch of its last close */
-};
-
-struct accounts {
-	int ngroups;
-	atomic_ullong count; /* over every table: read by INFO, DBSIZE */
-	struct table tables[]; /* [ngroups] */
-};
-
-static uint64_t key_hash(const char *key)
-{
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-	while (*key)
-		h = (h ^ (unsigned char)*key++) * 0x100000001b3ull;
-	return h;
-}
-
-static struct account **table_slot(struct account **slots, size_t mask,
-				   const char *key, uint64_t h)
-{
-	size_t i = (size_t)h & mask;
-
-	while (slots[i] &&
-	       (slots[i]->hash != h || strcmp(slots[i]->key, key) != 0))
-		i = (i + 1) & mask;
-	return &slots[i];
-}
-
-static void table_grow(struct table *t)
-{
-	size_t n = t->slots ? (t->mask + 1) * 2 : 16, i;
-	struct account **slots = xcalloc(n, sizeof(*slots));
-
-	for (i = 0; t->slots && i <= t->mask; i++)
-		if (t->slots[i])
-			*table_slot(slots, n - 1, t->slots[i]->key,
-				    t->slots[i]->hash) = t->slots[i];
-	free(t->slots);
-	t->slots = slots;
-	t->mask = n - 1;
-}
-
-static struct account *table_find(const struct table *t, const char *key)
-{
-	if (!t->slots)
-		return NULL;
-	return *table_slot(t->slots, t->mask, key, key_hash(key));
-}
-
-/* The account, created with balance 0 if it has none yet. */
-static struct account *table_get(struct accounts *as, struct table *t,
-				 const char *key)
-{
-	uint64_t h = key_hash(key);
-	struct account **slot, *a;
-	size_t len = strlen(key);
-
-	if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3)
-		table_grow(t);
-	slot = table_slot(t->slots, t->mask, key, h);
-	a = *slot;
-	if (a)
-		return a;
-	a = xcalloc(1, sizeof(*a) + len + 1);
-	a->hash = h;
-	memcpy(a->key, key, len + 1);
-	*slot = a;
-	t->count++;
-	atomic_fetch_add_explicit(&as->count, 1, memory_order_relaxed);
-	return a;
-}
-
-/*
- * Removes `key` if it is there (backward-shift deletion: the accounts
- * after it in its probe run move up, so no tombstone is needed).
- */
-static void table_remove(struct accounts *as, struct table *t,
-			 const char *key)
-{
-	struct account **hole;
-	size_t i, j, home;
-
-	if (!t->slots)
-		return;
-	hole = table_slot(t->slots, t->mask, key, key_hash(key));
-	if (!*hole)
-		return;
-	t->removed_seq = ++t->seq;
-	account_free(*hole);
-	*hole = NULL;
-	t->count--;
-	atomic_fetch_sub_explicit(&as->count, 1, memory_order_relaxed);
-	i = (size_t)(hole - t->slots);
-	for (j = (i + 1) & t->mask; t->slots[j]; j = (j + 1) & t->mask) {
-		home = (size_t)t->slots[j]->hash & t->mask;
-		/* Stays unless the hole lies between its home and it. */
-		if (((j - home) & t->mask) < ((j - i) & t->mask))
-			continue;
-		t->slots[i] = t->slots[j];
-		t->slots[j] = NULL;
-		i = j;
-	}
-}
-
-static void table_free(struct table *t)
-{
-	size_t i;
-
-	for (i = 0; t->slots && i <= t->mask; i++)
-		account_free(t->slots[i]);
-	free(t->slots);
-}
-
-struct accounts *accounts_new(int ngroups)
-{
-	struct accounts *a = xcalloc(1, sizeof(*a) + (size_t)ngroups *
-						     sizeof(a->tables[0]));
-
-	a->ngroups = ngroups;
-	return a;
-}
-
-void accounts_free(struct accounts *a)
-{
-	int g;
-
-	if (!a)
-		return;
-	for (g = 0; g < a->ngroups; g++)
-		table_free(&a->tables[g]);
-	free(a);
-}
-
-/*
- * Whether a record's id is one a retry may name: a request's, a
- * transaction's, a client's transfer on its source; not a credit, nor
- * a transfer of the server's own naming.
- */
-static bool record_remembered(const struct record *rec)
-{
-	if (!rec->reqid[0] || rec->reply == 't')
-		return false;
-	return (rec->reply != 'd' && rec->reply != 'r') || rec->reqid[0] == '@';
-}
-
-bool accounts_apply(struct accounts *a, const struct record *rec)
-{
-	struct table *t = &a->tables[agr_group_key(rec->key, a->ngroups)];
-	struct account *acct;
-
-	if (rec->kind == RECORD_CLOSE) {
-		table_remove(a, t, rec->key);
-		return true;
-	}
-	acct = table_get(a, t, rec->key);
-	acct->seq = ++t->seq;
-	if (rec->kind == RECORD_STRING) {
-		account_set_str(acct, rec->value, rec->value_len);
-		acct->balance = 0;
-	} else {
-		if (acct->str) /* a delta makes a string an account again */
-			acct->balance = 0;
-		account_set_str(acct, NULL, 0);
-		if (__builtin_add_overflow(acct->balance, rec->delta,
-					   &acct->balance))
-			return false;
-	}
-	if (record_remembered(rec))
-		reqid_remember(acct, rec->reqid, rec->reply, acct->balance,
-			       rec->reply == 'x' ? dup_str(rec->results) :
-						   NULL);
-	return true;
-}
-
-uint64_t accounts_count(const struct accounts *a)
-{
-	return atomic_load_explicit(&a->count, memory_order_relaxed);
-}
-
-void accounts_each(const struct accounts *a,
-		   void (*fn)(void *arg, const char *key, long long balance),
-		   void *arg)
-{
-	size_t i;
-	int g;
-
-	for (g = 0; g < a->ngroups; g++) {
-		const struct table *t = &a->tables[g];
-
-		for (i = 0; t->slots && i <= t->mask; i++)
-			if (t->slots[i])
-				fn(arg, t->slots[i]->key, t->slots[i]->balance);
-	}
-}
-
-/* ---- messages ---- */
-
-static const char *const op_type[] = {
-	"Get", "Exists", "Deposit", "Withdraw", "Set", "Close",
-	"TransferDebit", "TransferCredit", "TransferRefund",
-	"Type", "Strlen", "Watch", "Scan",
-};
-
-void account_steps_free(struct account_step *steps, unsigned n)
-{
-	unsigned i;
-
-	for (i = 0; steps && i < n; i++) {
-		free(steps[i].str);
-		steps[i].str = NULL;
-	}
-}
-
-void account_step_set_str(struct account_step *st, const char *p,
-			  size_t len)
-{
-	free(st->str);
-	st->str = xrealloc(NULL, len + 1);
-	memcpy(st->str, p, len);
-	st->str[len] = '\0';
-	st->str_len = (unsigned)len;
-}
-
-struct watch *watch_new(const char *key, size_t len)
-{
-	struct watch *w = xcalloc(1, sizeof(*w));
-
-	atomic_init(&w->refs, 1);
-	memcpy(w->key, key, len);
-	w->key[len] = '\0';
-	return w;
-}
-
-struct watch *watch_get(struct watch *w)
-{
-	atomic_fetch_add_explicit(&w->refs, 1, memory_order_relaxed);
-	return w;
-}
-
-void watch_put(struct watch *w)
-{
-	/* acq_rel: the last one sees what every holder wrote. */
-	if (w && atomic_fetch_sub_explicit(&w->refs, 1,
-					   memory_order_acq_rel) == 1)
-		free(w);
-}
-
-int bank_group_key(const agr_message *msg, int parallelism, void *arg)
-{
-	const struct account_msg *m = (const struct account_msg *)(const void *)
-		((const char *)msg - offsetof(struct account_msg, msg));
-
-	(void)arg;
-	if (m->scan)
-		return m->scan->group % parallelism;
-	return agr_group_key(msg->aggregate_id, parallelism);
-}
-
-static void msg_init_key(struct account_msg *m, const char *key, size_t len,
-			 void *user)
-{
-	memcpy(m->key, key, len);
-	m->key[len] = '\0';
-	m->msg.aggregate_id = m->key;
-	m->msg.user = user;
-	m->journal_failed = false;
-	m->awaiting = false; /* a message discarded unrun is passed on */
-	m->answered = false;
-	m->completed = NULL;
-	m->reqid[0] = '\0';
-	m->xfer = NULL;
-	m->txn = false;
-	m->txn_outcome = TXN_RAN;
-	m->watch = NULL;
-	m->watches = NULL;
-	m->nwatches = 0;
-	m->scan = NULL;
-	m->results = NULL;
-	m->after_str = NULL;
-	m->after_str_len = 0;
-}
-
-void account_msg_init(struct account_msg *m, enum account_op op,
-		      const char *key, size_t len, long long amount,
-		      void *user)
-{
-	msg_init_key(m, key, len, user);
-	m->one = (struct account_step){ .op = op, .amount = amount };
-	m->steps = &m->one;
-	m->nsteps = 1;
-	m->msg.type = op_type[op];
-}
-
-void account_msg_set_reqid(struct account_msg *m, const char *id, size_t len)
-{
-	memcpy(m->reqid, id, len);
-	m->reqid[len] = '\0';
-}
-
-void account_msg_init_steps(struct account_msg *m, const char *key,
-			    size_t len, struct account_step *steps,
-			    unsigned n, void *user)
-{
-	msg_init_key(m, key, len, user);
-	m->steps = steps;
-	m->nsteps = n;
-	m->txn = true;
-	m->msg.type = "Transaction";
-}
-
-/* ---- transfers ---- */
-
-/* Transfer ids: this process's start, then a sequence number. */
-static uint64_t xfer_epoch;
-static atomic_ullong xfer_seq;
-
-static uint64_t realtime_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-void transfer_init(struct transfer *x, const char *from, size_t flen,
-		   const char *to, size_t tlen, long long amount, void *user)
-{
-	account_msg_init(&x->debit, OP_XFER_DEBIT, from, flen, amount, user);
-	account_msg_init(&x->credit, OP_XFER_CREDIT, to, tlen, amount, user);
-	account_msg_init(&x->refund, OP_XFER_REFUND, from, flen, amount,
-			 user);
-	x->debit.xfer = x->credit.xfer = x->refund.xfer = x;
-	atomic_init(&x->inflight, 1); /* the debit, about to be sent */
-	x->outcome = TRANSFER_PENDING;
-	x->recovery = false;
-	snprintf(x->id, sizeof(x->id), "%llx.%llx",
-		 (unsigned long long)xfer_epoch,
-		 (unsigned long long)atomic_fetch_add_explicit(
-			 &xfer_seq, 1, memory_order_relaxed));
-}
-
-void transfer_set_reqid(struct transfer *x, const char *id, size_t len)
-{
-	snprintf(x->id, sizeof(x->id), "@%.*s", (int)len, id);
-	/* Remembered on the source: its debit, and a refund after it. */
-	snprintf(x->debit.reqid, sizeof(x->debit.reqid), "%s", x->id);
-	snprintf(x->refund.reqid, sizeof(x->refund.reqid), "%s", x->id);
-}
-
-bool transfer_message_done(struct transfer *x)
-{
-	/* acq_rel: the last one sees what every handler of x wrote. */
-	return atomic_fetch_sub_explicit(&x->inflight, 1,
-					 memory_order_acq_rel) == 1;
-}
+#include "ledger_table.h"
 
 /* ---- the bank ---- */
 
@@ -566,14 +106,6 @@ static void transfer_step(struct bank *b, agr_exchange *ex,
 	case OP_SCAN:
 		break; /* not a transfer's */
 	}
-}
-
-/* A plain increment that another thread may read: one writer only. */
-static void count_one(atomic_ullong *c)
-{
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
 }
 
 /*
@@ -987,7 +519,7 @@ static bool watch_changed(const struct account_msg *m, const struct table *t,
 }
 
 /* SCAN: every key of the message's group, to the scan's found(). */
-static void run_scan(struct bank *b, struct account_msg *m)
+static void scan_group(struct bank *b, struct account_msg *m)
 {
 	const struct table *t = &b->accounts->tables[m->group];
 	size_t i;
@@ -1052,52 +584,17 @@ static void drop_results(struct account_msg *m)
 }
 
 /*
- * Every message: run its steps on the account as it is, journal their
- * net effect as one record and apply it in memory at once; the reply
- * waits until the record, and every one the steps read, is durable.
+ * The steps' net effect as one record, journaled and applied in memory
+ * at once (a transaction with REQID remembers its results with it).
  */
-static int run_steps(agr_exchange *ex, void *arg)
+static int journal_steps(struct account_msg *m, struct bank_worker *bw,
+			 const struct table *t, struct account *a)
 {
-	struct bank *b = arg;
-	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
-	unsigned wi = (unsigned)agr_worker_index(agr_exchange_worker(ex));
-	struct bank_worker *bw = &b->workers[wi];
-	struct account *a;
-	const struct table *t;
 	char rec[RECORD_MAX];
 	uint64_t batch;
 	size_t len;
-	unsigned i;
 	int ret;
 
-	m->bank = b;
-	m->ex = ex;
-	m->worker = wi;
-	m->group = agr_exchange_group(ex);
-	m->awaiting = m->journaled = m->answered = false;
-	m->completed = NULL;
-	m->wait.durable = entry_durable;
-	t = &b->accounts->tables[m->group];
-	if (m->scan) { /* the keys, as of the group's last change */
-		run_scan(b, m);
-		return await_batch(m, &bw->journal, t->batch);
-	}
-	a = table_find(t, m->key);
-	m->answered = answered_before(m, a);
-	if (m->answered)
-		return await_state(m, &bw->journal, t, a);
-	if (m->txn && watch_changed(m, t, a)) {
-		m->txn_outcome = TXN_WATCH_CHANGED;
-		return await_state(m, &bw->journal, t, a);
-	}
-	m->after_exists = a != NULL;
-	m->after_balance = a ? a->balance : 0;
-	m->after_str = a ? a->str : NULL;
-	m->after_str_len = a ? a->str_len : 0;
-	for (i = 0; i < m->nsteps; i++)
-		step_run(&m->steps[i], m, bw);
-	if (m->watch)
-		watch_fill(m, t, a);
 	if (m->txn && m->reqid[0]) {
 		m->results = xrealloc(NULL, RESULTS_MAX + 1);
 		if (!results_encode(m->steps, m->nsteps, m->results)) {
@@ -1124,6 +621,59 @@ static int run_steps(agr_exchange *ex, void *arg)
 	return wait_for_journal(m);
 }
 
+/* A message's state for this run of its handler. */
+static void msg_begin(struct account_msg *m, struct bank *b, agr_exchange *ex,
+		      unsigned wi)
+{
+	m->bank = b;
+	m->ex = ex;
+	m->worker = wi;
+	m->group = agr_exchange_group(ex);
+	m->awaiting = m->journaled = m->answered = false;
+	m->completed = NULL;
+	m->wait.durable = entry_durable;
+}
+
+/*
+ * Every message: run its steps on the account as it is, journal their
+ * net effect as one record and apply it in memory at once; the reply
+ * waits until the record, and every one the steps read, is durable.
+ */
+static int run_steps(agr_exchange *ex, void *arg)
+{
+	struct bank *b = arg;
+	struct account_msg *m = account_msg_of(agr_exchange_message(ex));
+	unsigned wi = (unsigned)agr_worker_index(agr_exchange_worker(ex));
+	struct bank_worker *bw = &b->workers[wi];
+	struct account *a;
+	const struct table *t;
+	unsigned i;
+
+	msg_begin(m, b, ex, wi);
+	t = &b->accounts->tables[m->group];
+	if (m->scan) { /* the keys, as of the group's last change */
+		scan_group(b, m);
+		return await_batch(m, &bw->journal, t->batch);
+	}
+	a = table_find(t, m->key);
+	m->answered = answered_before(m, a);
+	if (m->answered)
+		return await_state(m, &bw->journal, t, a);
+	if (m->txn && watch_changed(m, t, a)) {
+		m->txn_outcome = TXN_WATCH_CHANGED;
+		return await_state(m, &bw->journal, t, a);
+	}
+	m->after_exists = a != NULL;
+	m->after_balance = a ? a->balance : 0;
+	m->after_str = a ? a->str : NULL;
+	m->after_str_len = a ? a->str_len : 0;
+	for (i = 0; i < m->nsteps; i++)
+		step_run(&m->steps[i], m, bw);
+	if (m->watch)
+		watch_fill(m, t, a);
+	return journal_steps(m, bw, t, a);
+}
+
 struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 {
 	struct bank *b = xcalloc(1, sizeof(*b));
@@ -1131,7 +681,7 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 	int ret;
 
 	b->accounts = accounts;
-	xfer_epoch = realtime_ns(); /* ids unique across restarts */
+	transfer_ids_init(); /* unique across restarts */
 	b->nworkers = (unsigned)agr_scheduler_parallelism(
 		agr_dispatcher_scheduler(disp));
 	size = b->nworkers * sizeof(*b->workers);

@@ -284,6 +284,9 @@ struct transfer {
 	char id[XFER_ID_MAX + 1];
 };
 
+/* Starts this process's transfer ids (bank_new() calls it). */
+void transfer_ids_init(void);
+
 /*
  * A transfer from `from` to `to` (valid, different account names) of
  * amount > 0, with a new id; `user` goes to its messages. The sender

@@ -1,8 +1,14 @@
 /* SPDX-License-Identifier: MIT */
+/*
+ * ledger_conn.c - one RESP connection's socket: requests parsed as they
+ * arrive (their round trip: ledger_request.c), replies sent in order,
+ * recv (single or multishot), linger and close. The front around the
+ * connections is ledger_front.c's.
+ */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include "ledger_conn.h"
+#include "ledger_front_internal.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -10,200 +16,53 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <liburing.h>
 
-#include "acceptor.h"
 #include "buf.h"
 #include "ledger_accounts.h"
 #include "ledger_commands.h"
 #include "ledger_request.h"
-#include "net.h"
 #include "resp.h"
 #include "util.h"
 
 #define PENDING_MAX 1024	   /* requests in flight per connection */
 #define IN_BUF_MIN (16 * 1024)
 #define LINGER_NS 1000000000ull	   /* a closing peer gets this long */
-#define RECV_BUF_SIZE 8192	   /* one buffer of the provided ring */
-#define RECV_BUF_GROUP 1
-#define FIXED_FILES_MAX 1024	   /* registered sockets per worker */
 
-/*
- * One worker's connections; touched only by its thread until it has
- * ended. Cache-line aligned: neighbours are written by other workers.
- */
-struct front_worker {
-	_Alignas(64) struct conn *conns; /* its live connections */
-	struct conn *replied; /* with replies finished in this turn */
-	bool flush_queued;    /* worker_flush_replies() is queued */
-	struct front *front;
-	unsigned index;
-	struct buf scratch; /* the reply of the command being run */
-	struct request_pool pool; /* its connections' requests */
-	/* --recv multishot, made by front_worker_init() */
-	agr_buf_ring *br;   /* NULL: its connections use single recvs */
-	int *free_slots;    /* unused indexes of the fixed file table */
-	unsigned nfree_slots;
-	bool files;	    /* a fixed file table is registered */
-	/* Written by this worker only; INFO reads them anywhere. */
-	atomic_ullong commands, protocol_errors, connections;
-	atomic_ullong output_limit_closed; /* --client-output-buffer-limit */
-	atomic_ullong recv_enobufs, recv_rearms, recv_pauses;
-};
 
-struct front {
-	agr_dispatcher *disp;
-	agr_scheduler *sched;
-	const struct command_server *srv;
-	struct front_options opts;
-	unsigned nworkers;
-	struct front_worker *workers; /* [nworkers] */
-	struct request_inbox *inboxes; /* [nworkers]: replies from others */
-	struct acceptor *acceptor;
-	struct drain *drain;
-	atomic_bool stopping;
-	atomic_uint connected;	 /* open client connections, any worker */
-	atomic_ullong rejected;	 /* refused: --maxclients */
-	uint64_t next_id;	 /* CLIENT ID; the acceptor's worker only */
-	unsigned next; /* round-robin; the acceptor's worker only */
-};
-
-struct conn {
-	struct front_worker *wc;
-	struct conn *prev, *next; /* wc->conns */
-	int fd;
-	int slot;	   /* its index in the fixed file table, or -1 */
-	bool multishot;	   /* receives into wc->br; else single recvs */
-	bool recv_paused;  /* its multishot is being ended: no room */
-	agr_io_id recv_id; /* the multishot receive */
-	bool eof;	   /* the peer sends no more (or we gave up on it) */
-	bool closing;	   /* we serve no more: QUIT, a stop, a dead peer */
-	bool broken;	   /* sending failed: replies are dropped */
-	bool lingering;	   /* our FIN is sent; draining until the peer's */
-	bool recv_armed;   /* a recv is in flight (callback arg: conn) */
-	bool send_armed;   /* a send is in flight (callback arg: &wire) */
-	bool linger_armed; /* the linger timer (callback arg: &lingering) */
-	bool replied;	   /* on wc->replied, until the end of the turn */
-	bool refused;	   /* over --maxclients: one error, then close */
-	struct conn *next_replied;
-	struct session session;
-	struct request_queue queue;
-	struct buf in;	  /* received, not yet parsed */
-	struct resp_partial partial; /* how much of in's first request */
-	struct buf out;	  /* replies, in order, waiting for the wire */
-	struct buf wire;  /* being sent */
-	size_t wire_sent;
-	uint64_t over_soft_since; /* replies over the soft limit since; 0 */
-};
-
-static void conn_pump(struct conn *c);
-static void conn_stop_reading(struct conn *c);
-
-/* ---- requests: their replies, in turn, back to the wire ---- */
-
-/* The end of a worker's turn: send what its connections have finished. */
-static void worker_flush_replies(void *arg)
-{
-	struct front_worker *wc = arg;
-	struct conn *c;
-
-	wc->flush_queued = false;
-	while ((c = wc->replied) != NULL) {
-		wc->replied = c->next_replied;
-		c->replied = false;
-		conn_pump(c);
-	}
-}
-
-/* Dropped by a forced stop: the connections go with the workers. */
-static void worker_flush_dropped(void *arg, int err)
-{
-	struct front_worker *wc = arg;
-
-	(void)err;
-	wc->flush_queued = false;
-	for (; wc->replied; wc->replied = wc->replied->next_replied)
-		wc->replied->replied = false;
-}
-
-/* A plain increment that INFO may read: this worker is the writer. */
-static void count_one(atomic_ullong *c)
-{
-	atomic_store_explicit(c,
-			      atomic_load_explicit(c, memory_order_relaxed) + 1,
-			      memory_order_relaxed);
-}
+/* ---- requests: parsed here, their round trip in ledger_request.c ---- */
 
 static struct request_ctx ctx_of(struct conn *c)
 {
-	return (struct request_ctx){ .conn = c, .queue = &c->queue,
+	return (struct request_ctx){ .queue = &c->queue,
 				     .out = &c->out,
 				     .disp = c->wc->front->disp,
 				     .worker = c->wc->index };
 }
 
-static void conn_reply(struct conn *c, const char *p, size_t n)
+void conn_reply(struct conn *c, const char *p, size_t n)
 {
 	struct request_ctx x = ctx_of(c);
 
 	requests_reply(&x, p, n);
 }
 
-/*
- * A reply is final. It goes out at the end of the worker's turn, with
- * every other reply of its connection finished in that turn: a
- * pipelining client gets one send per batch of events, not one for the
- * first reply and another for the rest.
- */
-void conn_request_ready(struct conn *c)
+/* Replies of c are ready (requests_init()'s callback): send them. */
+void conn_ready(void *owner)
 {
-	struct front_worker *wc = c->wc;
-
-	if (c->replied)
-		return;
-	c->replied = true;
-	c->next_replied = wc->replied;
-	wc->replied = c;
-	if (wc->flush_queued)
-		return;
-	wc->flush_queued = true;
-	if (agr_scheduler_schedule_cancellable(wc->front->sched, wc->index,
-					       worker_flush_replies,
-					       worker_flush_dropped, wc) < 0)
-		worker_flush_replies(wc); /* stopping: now */
-}
-
-/*
- * The dispatcher is done with a message (on the group's worker). Its
- * reply goes to the connection's worker, directly if that is this one.
- */
-void front_completed(agr_message *msg, int status, void *arg)
-{
-	struct front *f = arg;
-	struct request *rq = requests_completed(msg, status);
-
-	if (rq) /* f->inboxes is set once a request can exist */
-		requests_route(rq, f->inboxes);
+	conn_pump(owner);
 }
 
 static void conn_execute(struct conn *c, const struct resp_command *cmd)
 {
 	struct front_worker *wc = c->wc;
-	struct command_outcome out = { .reply = &wc->scratch };
 	struct request_ctx x = ctx_of(c);
 
 	count_one(&wc->commands);
-	command_run(wc->front->srv, &c->session, cmd, &out);
-	if (out.kind != COMMAND_REPLY && out.kind != COMMAND_QUIT) {
-		requests_dispatch(&x, cmd, &out);
-		return;
-	}
-	conn_reply(c, out.reply->p, out.reply->len);
-	if (out.kind == COMMAND_QUIT)
+	if (requests_run(&x, wc->front->srv, &c->session, cmd, &wc->scratch))
 		conn_stop_reading(c); /* and close after the replies queued */
 }
 
@@ -311,7 +170,7 @@ static bool conn_parse(struct conn *c)
 static void conn_sent(int res, void *arg);
 
 /* QUIT, a stop, a dead peer: serve no more requests, then close. */
-static void conn_stop_reading(struct conn *c)
+void conn_stop_reading(struct conn *c)
 {
 	if (c->closing)
 		return;
@@ -633,15 +492,9 @@ static bool conn_answered(const struct conn *c)
 static bool conn_done(const struct conn *c)
 {
 	return (c->eof || c->broken) && conn_answered(c) && !c->recv_armed &&
-	       !c->linger_armed && !c->replied;
+	       !c->linger_armed && !requests_replied(&c->queue);
 }
 
-/*
- * Moves a connection along after any event: parse what arrived, pass
- * finished replies to the wire in order, keep a recv armed while there
- * is room, and free the connection once it is done. Never re-entered:
- * nothing it calls completes a request synchronously.
- */
 /* Replies held for a client that does not read them: cut it off. */
 static void conn_output_overflow(struct conn *c, size_t held, bool hard)
 {
@@ -692,7 +545,13 @@ static void conn_check_output(struct conn *c)
 		conn_output_overflow(c, held, false);
 }
 
-static void conn_pump(struct conn *c)
+/*
+ * Moves a connection along after any event: parse what arrived, pass
+ * finished replies to the wire in order, keep a recv armed while there
+ * is room, and free the connection once it is done. Never re-entered:
+ * nothing it calls completes a request synchronously.
+ */
+void conn_pump(struct conn *c)
 {
 	bool blocked;
 
@@ -708,262 +567,4 @@ static void conn_pump(struct conn *c)
 	conn_arm_recv(c);
 	if (conn_done(c))
 		conn_free(c);
-}
-
-/* ---- the front: accepting, stopping ---- */
-
-/*
- * --recv multishot: the socket goes into a free slot of the worker's
- * fixed file table, so that its receive and sends skip the kernel's
- * file lookup. With no slot free (or no table), the plain fd is used.
- */
-static void conn_take_slot(struct conn *c)
-{
-	struct front_worker *wc = c->wc;
-	int slot;
-
-	if (!wc->files || wc->nfree_slots == 0)
-		return;
-	slot = wc->free_slots[--wc->nfree_slots];
-	if (io_uring_register_files_update(agr_worker_ring(agr_worker_current()),
-					   (unsigned)slot, &c->fd, 1) == 1) {
-		c->slot = slot;
-		return;
-	}
-	wc->free_slots[wc->nfree_slots++] = slot;
-}
-
-/* Runs on the connection's worker. */
-static void conn_start(void *arg)
-{
-	struct conn *c = arg;
-	struct front_worker *wc = c->wc;
-
-	if (wc->br) {
-		c->multishot = true;
-		conn_take_slot(c);
-	}
-
-	c->next = wc->conns;
-	if (c->next)
-		c->next->prev = c;
-	wc->conns = c;
-	count_one(&wc->connections);
-	if (c->refused) {
-		static const char full[] =
-			"-ERR max number of clients reached\r\n";
-
-		conn_reply(c, full, sizeof(full) - 1);
-		c->closing = true;
-	}
-	if (atomic_load(&wc->front->stopping))
-		c->closing = true; /* arrived after the stop began */
-	conn_pump(c);
-}
-
-/* A new connection, on the acceptor's worker: deal it to the next one. */
-static void front_take(void *arg, int fd)
-{
-	struct front *f = arg;
-	unsigned target = f->next++ % f->nworkers;
-	struct conn *c = xcalloc(1, sizeof(*c));
-
-	net_nodelay(fd);
-	c->fd = fd;
-	c->slot = -1;
-	c->wc = &f->workers[target];
-	requests_init(&c->queue, &c->wc->pool);
-	session_init(&c->session, f->srv, ++f->next_id, fd);
-	/* As Redis: the error, then the connection closes. */
-	if (atomic_fetch_add_explicit(&f->connected, 1, memory_order_relaxed) >=
-	    f->srv->maxclients) {
-		atomic_fetch_sub_explicit(&f->connected, 1,
-					  memory_order_relaxed);
-		atomic_fetch_add_explicit(&f->rejected, 1,
-					  memory_order_relaxed);
-		c->refused = true;
-	}
-	drain_add(f->drain);
-	if (target == (unsigned)agr_worker_index(agr_worker_current())) {
-		conn_start(c);
-		return;
-	}
-	if (agr_scheduler_schedule(f->sched, target, conn_start, c) < 0) {
-		if (!c->refused)
-			atomic_fetch_sub_explicit(&f->connected, 1,
-						  memory_order_relaxed);
-		close(fd);
-		free(c);
-		drain_done(f->drain);
-	}
-}
-
-/* A stop: every connection answers what it has read, then closes. */
-static void worker_close_conns(void *arg)
-{
-	struct front_worker *wc = arg;
-	struct conn *c, *next;
-
-	for (c = wc->conns; c; c = next) {
-		next = c->next;
-		conn_stop_reading(c);
-		conn_pump(c);
-	}
-}
-
-struct front *front_new(struct drain *drain, const struct command_server *srv,
-			const struct front_options *opts)
-{
-	struct front *f = xcalloc(1, sizeof(*f));
-
-	f->drain = drain;
-	f->srv = srv;
-	f->opts = *opts;
-	return f;
-}
-
-void front_prepare(struct front *f, unsigned nworkers)
-{
-	size_t size = nworkers * sizeof(*f->workers);
-	unsigned i;
-
-	f->nworkers = nworkers;
-	f->workers = aligned_alloc(_Alignof(struct front_worker), size);
-	if (!f->workers)
-		die("out of memory");
-	memset(f->workers, 0, size);
-	for (i = 0; i < f->nworkers; i++) {
-		f->workers[i].front = f;
-		f->workers[i].index = i;
-	}
-}
-
-/*
- * A sparse fixed file table of at most FIXED_FILES_MAX sockets (the
- * kernel allows no more than RLIMIT_NOFILE). Without one, the worker's
- * connections use plain fds: logged, not fatal.
- */
-static void worker_register_files(struct front_worker *wc, agr_worker *w)
-{
-	struct rlimit rl;
-	unsigned n = FIXED_FILES_MAX, i;
-	int ret;
-
-	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < n)
-		n = (unsigned)rl.rlim_cur;
-	ret = io_uring_register_files_sparse(agr_worker_ring(w), n);
-	if (ret < 0) {
-		warnf("worker %u: no fixed file table (%s): plain fds",
-		      wc->index, strerror(-ret));
-		return;
-	}
-	wc->free_slots = xcalloc(n, sizeof(*wc->free_slots));
-	for (i = 0; i < n; i++)
-		wc->free_slots[i] = (int)(n - 1 - i); /* slot 0 first */
-	wc->nfree_slots = n;
-	wc->files = true;
-}
-
-int front_worker_init(struct front *f, agr_worker *w)
-{
-	struct front_worker *wc = &f->workers[agr_worker_index(w)];
-	int ret;
-
-	if (f->opts.recv != FRONT_RECV_MULTISHOT)
-		return 0;
-	ret = agr_buf_ring_new(w, RECV_BUF_GROUP, f->opts.recv_buffers,
-			       RECV_BUF_SIZE, &wc->br);
-	if (ret < 0) { /* Linux < 5.19: the old way */
-		warnf("worker %u: no provided buffer ring (%s): single recvs",
-		      wc->index, strerror(-ret));
-		wc->br = NULL;
-		return 0;
-	}
-	worker_register_files(wc, w);
-	return 0;
-}
-
-void front_worker_exit(struct front *f, agr_worker *w)
-{
-	struct front_worker *wc = &f->workers[agr_worker_index(w)];
-
-	if (wc->files)
-		io_uring_unregister_files(agr_worker_ring(w));
-	wc->files = false;
-	agr_buf_ring_free(wc->br);
-	wc->br = NULL;
-}
-
-void front_start(struct front *f, agr_dispatcher *disp, int port,
-		 int *bound)
-{
-	int fd, ret;
-
-	f->disp = disp;
-	f->sched = agr_dispatcher_scheduler(disp);
-	if (!f->workers)
-		front_prepare(f, (unsigned)agr_scheduler_parallelism(f->sched));
-	f->inboxes = request_inboxes_new(f->sched, f->nworkers);
-	fd = net_listen(port, bound);
-	ret = acceptor_start(f->sched, 0, fd, front_take, f, f->drain,
-			     &f->acceptor);
-	if (ret)
-		die("agr_scheduler_schedule: %s", agr_strerror(ret));
-}
-
-void front_stop(struct front *f)
-{
-	unsigned i;
-
-	atomic_store(&f->stopping, true);
-	acceptor_stop(f->acceptor);
-	for (i = 0; i < f->nworkers; i++)
-		agr_scheduler_schedule(f->sched, i, worker_close_conns,
-				       &f->workers[i]);
-}
-
-void front_get_stats(const struct front *f, struct front_stats *st)
-{
-	unsigned i;
-
-	*st = (struct front_stats){
-		.connected = atomic_load_explicit(&f->connected,
-						  memory_order_relaxed),
-		.rejected = atomic_load_explicit(&f->rejected,
-						 memory_order_relaxed),
-	};
-	for (i = 0; f->workers && i < f->nworkers; i++) {
-		const struct front_worker *w = &f->workers[i];
-
-		st->connections += atomic_load_explicit(&w->connections,
-							memory_order_relaxed);
-		st->commands += atomic_load_explicit(&w->commands,
-						     memory_order_relaxed);
-		st->protocol_errors += atomic_load_explicit(
-			&w->protocol_errors, memory_order_relaxed);
-		st->output_limit_closed += atomic_load_explicit(
-			&w->output_limit_closed, memory_order_relaxed);
-		st->recv_enobufs += atomic_load_explicit(
-			&w->recv_enobufs, memory_order_relaxed);
-		st->recv_rearms += atomic_load_explicit(
-			&w->recv_rearms, memory_order_relaxed);
-		st->recv_pauses += atomic_load_explicit(
-			&w->recv_pauses, memory_order_relaxed);
-	}
-}
-
-void front_free(struct front *f)
-{
-	unsigned i;
-
-	if (f->acceptor)
-		acceptor_free(f->acceptor);
-	for (i = 0; f->workers && i < f->nworkers; i++) {
-		buf_free(&f->workers[i].scratch);
-		request_pool_clear(&f->workers[i].pool);
-		free(f->workers[i].free_slots);
-	}
-	free(f->workers);
-	free(f->inboxes);
-	free(f);
 }

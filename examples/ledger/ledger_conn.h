@@ -60,6 +60,7 @@
 #include "ledger_commands.h"
 
 struct front;
+struct request_return;
 
 struct front_stats {
 	uint64_t connected, rejected; /* open now; over --maxclients */
@@ -109,10 +110,11 @@ int front_worker_init(struct front *f, agr_worker *w);
 void front_worker_exit(struct front *f, agr_worker *w);
 
 /*
- * The dispatcher's completion callback (agr_dispatcher_options'
- * on_complete), with the front as its complete_arg.
+ * Where the replies of the front's requests go back (the `arg` of
+ * requests_completed(), the dispatcher's completion): valid from
+ * front_new() to front_free(), filled in by front_start().
  */
-void front_completed(agr_message *msg, int status, void *arg);
+struct request_return *front_return(struct front *f);
 
 /*
  * Listens on 127.0.0.1:port (the port bound in *bound) and accepts on

@@ -2,8 +2,10 @@
 /*
  * ledger_request.c - a connection's requests, from a parsed command to
  * the reply in its turn: account messages sent to their groups (one, a
- * key each for MGET/EXISTS/DEL, a transaction, a transfer's saga) and
- * the replies put back in arrival order.
+ * key each for MGET/EXISTS/DEL, a transaction, a transfer's saga), the
+ * dispatcher's completions routed back to the connection's worker, the
+ * replies put back in arrival order, and the connection told at the
+ * end of its worker's turn.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,7 +32,7 @@
  * and the reply, never the connection.
  */
 struct request {
-	struct conn *conn;
+	struct request_queue *queue; /* its connection's */
 	struct request *next; /* the connection's queue, arrival order */
 	struct request *next_ready; /* an inbox (request_inbox) */
 	bool ready;	      /* reply[] (or big) is final */
@@ -95,7 +97,7 @@ static void request_enqueue(const struct request_ctx *x, struct request *rq)
 {
 	struct request_queue *q = x->queue;
 
-	rq->conn = x->conn;
+	rq->queue = q;
 	rq->next = NULL;
 	if (q->tail)
 		q->tail->next = rq;
@@ -139,6 +141,56 @@ static void parent_finish(struct request *p)
 	p->ready = true;
 }
 
+/* ---- the end of a worker's turn ---- */
+
+/* The end of a worker's turn: tell the queues with replies finished. */
+static void turn_flush(void *arg)
+{
+	struct request_turn *t = arg;
+	struct request_queue *q;
+
+	t->flush_queued = false;
+	while ((q = t->replied) != NULL) {
+		t->replied = q->next_replied;
+		q->replied = false;
+		q->ready(q->owner);
+	}
+}
+
+/* Dropped by a forced stop: the connections go with the workers. */
+static void turn_dropped(void *arg, int err)
+{
+	struct request_turn *t = arg;
+
+	(void)err;
+	t->flush_queued = false;
+	for (; t->replied; t->replied = t->replied->next_replied)
+		t->replied->replied = false;
+}
+
+/*
+ * A reply of q is final. Its owner is told at the end of the worker's
+ * turn, with every other reply of its connection finished in that turn.
+ */
+static void queue_ready(struct request_queue *q)
+{
+	struct request_turn *t = q->turn;
+
+	if (q->replied)
+		return;
+	q->replied = true;
+	q->next_replied = t->replied;
+	t->replied = q;
+	if (t->flush_queued)
+		return;
+	t->flush_queued = true;
+	if (agr_scheduler_schedule_cancellable(t->sched, t->worker, turn_flush,
+					       turn_dropped, t) < 0)
+		turn_flush(t); /* stopping: now */
+}
+
+/* ---- replies coming back ---- */
+
 /* A request's reply is final: its connection is told, on its worker. */
 static void request_ready(void *arg)
 {
@@ -152,10 +204,14 @@ static void request_ready(void *arg)
 			return;
 		parent_finish(p);
 	}
-	conn_request_ready(rq->conn);
+	queue_ready(rq->queue);
 }
 
-struct request *requests_completed(agr_message *msg, int status)
+/*
+ * Makes the reply of a request's message. Returns the request to hand
+ * back to its connection, or NULL when none waits.
+ */
+static struct request *request_finish(agr_message *msg, int status)
 {
 	struct request *rq = msg->user;
 	struct transfer *x = account_msg_of(msg)->xfer;
@@ -242,7 +298,11 @@ static void inbox_push(struct request_inbox *in, struct request *rq)
 		warnf("replies lost: %s", strerror(-ret));
 }
 
-void requests_route(struct request *rq, struct request_inbox *inboxes)
+/*
+ * Marks `rq` ready on its connection's worker: at once if that is the
+ * calling one, else through that worker's inbox (of `inboxes`).
+ */
+static void request_route(struct request *rq, struct request_inbox *inboxes)
 {
 	struct request_inbox *in = &inboxes[rq->conn_worker];
 	agr_worker *w = agr_worker_current();
@@ -254,6 +314,17 @@ void requests_route(struct request *rq, struct request_inbox *inboxes)
 	}
 	inbox_push(in, rq);
 }
+
+void requests_completed(agr_message *msg, int status, void *arg)
+{
+	struct request_return *back = arg;
+	struct request *rq = request_finish(msg, status);
+
+	if (rq) /* back->inboxes is set once a request can exist */
+		request_route(rq, back->inboxes);
+}
+
+/* ---- a parsed command's requests ---- */
 
 /* Sends rq's message to the accounts, or answers at once if refused. */
 static void request_send(const struct request_ctx *x, struct request *rq)
@@ -403,9 +474,13 @@ static void dispatch_keys(const struct request_ctx *x,
 	}
 }
 
-void requests_dispatch(const struct request_ctx *x,
-		       const struct resp_command *cmd,
-		       const struct command_outcome *o)
+/*
+ * Turns a command that needs the accounts (COMMAND_ACCOUNT, _KEYS,
+ * _TXN, _TRANSFER, _SCAN) into requests and sends their messages.
+ */
+static void requests_dispatch(const struct request_ctx *x,
+			      const struct resp_command *cmd,
+			      const struct command_outcome *o)
 {
 	switch (o->kind) {
 	case COMMAND_ACCOUNT:
@@ -427,6 +502,21 @@ void requests_dispatch(const struct request_ctx *x,
 	case COMMAND_QUIT:
 		break;
 	}
+}
+
+bool requests_run(const struct request_ctx *x,
+		  const struct command_server *srv, struct session *s,
+		  const struct resp_command *cmd, struct buf *scratch)
+{
+	struct command_outcome out = { .reply = scratch };
+
+	command_run(srv, s, cmd, &out);
+	if (out.kind != COMMAND_REPLY && out.kind != COMMAND_QUIT) {
+		requests_dispatch(x, cmd, &out);
+		return false;
+	}
+	requests_reply(x, out.reply->p, out.reply->len);
+	return out.kind == COMMAND_QUIT;
 }
 
 void requests_collect(struct request_queue *q, struct buf *out, bool drop)

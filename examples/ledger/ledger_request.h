@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ledger_request.h - a connection's requests and their replies, in
- * arrival order (ledger_conn.h says why that order). A parsed command
- * becomes requests here; each request's message goes to its account's
- * group, and its reply, once final, waits in the connection's queue
- * until every earlier one has been taken.
+ * ledger_request.h - a request's round trip, from a parsed command to
+ * its reply in arrival order (ledger_conn.h says why that order). A
+ * parsed command becomes requests here; each request's message goes to
+ * its account's group, its reply comes back to the connection's worker
+ * and waits in the connection's queue until every earlier one has been
+ * taken; at the end of the worker's turn the connection is told,
+ * through the callback it gave its queue, that replies are ready.
  */
 #ifndef LEDGER_REQUEST_H
 #define LEDGER_REQUEST_H
@@ -18,8 +20,8 @@
 #include "ledger_commands.h"
 #include "resp.h"
 
-struct conn;
 struct request;
+struct request_turn;
 
 /*
  * Freed requests kept for reuse: one per worker, shared by that
@@ -40,13 +42,45 @@ struct request_queue {
 	struct request *head, *tail;
 	unsigned pending; /* requests in the queue */
 	struct request_pool *pool; /* its worker's */
+	struct request_turn *turn; /* its worker's */
+	/* Told, at the end of a turn of its worker, that replies are ready. */
+	void (*ready)(void *owner);
+	void *owner;
+	struct request_queue *next_replied; /* turn->replied */
+	bool replied; /* on turn->replied until the end of the turn */
 };
 
-/* An empty queue whose requests come from, and go back to, `pool`. */
-static inline void requests_init(struct request_queue *q,
-				 struct request_pool *pool)
+/*
+ * One worker's queues with replies finished in its current turn: each
+ * is told once, at the end of the turn, so that a pipelining client
+ * gets one send per batch of events, not one for the first reply and
+ * another for the rest. Touched only on its worker.
+ */
+struct request_turn {
+	struct request_queue *replied;
+	bool flush_queued; /* the end of the turn is scheduled */
+	agr_scheduler *sched;
+	unsigned worker;
+};
+
+/* Worker `worker` of `sched`'s turn, before its queues take requests. */
+static inline void request_turn_init(struct request_turn *t,
+				     agr_scheduler *sched, unsigned worker)
 {
-	*q = (struct request_queue){ .pool = pool };
+	*t = (struct request_turn){ .sched = sched, .worker = worker };
+}
+
+/*
+ * An empty queue whose requests come from, and go back to, `pool`, on
+ * the worker of `turn`; ready(owner) is called there when replies are.
+ */
+static inline void requests_init(struct request_queue *q,
+				 struct request_pool *pool,
+				 struct request_turn *turn,
+				 void (*ready)(void *owner), void *owner)
+{
+	*q = (struct request_queue){ .pool = pool, .turn = turn,
+				     .ready = ready, .owner = owner };
 }
 
 /* Requests in the queue (its owner reads it through this). */
@@ -55,9 +89,14 @@ static inline unsigned requests_pending(const struct request_queue *q)
 	return q->pending;
 }
 
+/* Whether ready() is still to come in this turn: keep the owner. */
+static inline bool requests_replied(const struct request_queue *q)
+{
+	return q->replied;
+}
+
 /* What the calls below need of the connection they act for. */
 struct request_ctx {
-	struct conn *conn;	    /* told through conn_request_ready() */
 	struct request_queue *queue;
 	struct buf *out;	    /* replies go here when nothing waits */
 	agr_dispatcher *disp;
@@ -71,22 +110,28 @@ struct request_ctx {
 void requests_reply(const struct request_ctx *x, const char *p, size_t n);
 
 /*
- * Turns a command that needs the accounts (COMMAND_ACCOUNT, _KEYS,
- * _TXN, _TRANSFER) into requests and sends their messages; a message
- * the dispatcher refuses is answered at once.
+ * Runs a parsed command of session `s` (its reply built in `scratch`):
+ * answered at once, or turned into requests whose messages go to the
+ * accounts (a message the dispatcher refuses is answered at once).
+ * Returns true for QUIT: the connection reads no more.
  */
-void requests_dispatch(const struct request_ctx *x,
-		       const struct resp_command *cmd,
-		       const struct command_outcome *o);
+bool requests_run(const struct request_ctx *x,
+		  const struct command_server *srv, struct session *s,
+		  const struct resp_command *cmd, struct buf *scratch);
+
+/* The way back from the accounts to the connections' workers. */
+struct request_return {
+	struct request_inbox *inboxes; /* [workers], before any request */
+};
 
 /*
- * The dispatcher's completion of a request's message (any worker): makes
- * its reply. Returns the request to hand back to its connection with
- * requests_route(), or NULL when none waits (a saga not over yet, or a
- * transfer resumed at startup, which may complete before the front
- * has started).
+ * The dispatcher's completion of a request's message (any worker), with
+ * a struct request_return as `arg` (bank_completion's next): makes its
+ * reply and passes it to its connection's worker. Nothing when none
+ * waits (a saga not over yet, or a transfer resumed at startup, which
+ * may complete before the front has started).
  */
-struct request *requests_completed(agr_message *msg, int status);
+void requests_completed(agr_message *msg, int status, void *arg);
 
 /*
  * Where replies finished on other workers wait for their connection's
@@ -106,21 +151,9 @@ struct request_inbox {
 struct request_inbox *request_inboxes_new(agr_scheduler *sched, unsigned n);
 
 /*
- * Marks `rq` ready on its connection's worker: at once if that is the
- * calling one, else through that worker's inbox (of `inboxes`).
- */
-void requests_route(struct request *rq, struct request_inbox *inboxes);
-
-/*
  * Takes the replies that are next in line off the queue, into `out`
  * (or drops them), and frees their requests.
  */
 void requests_collect(struct request_queue *q, struct buf *out, bool drop);
-
-/*
- * Provided by the connection (ledger_conn.c): a request of `c` became
- * ready, on c's worker.
- */
-void conn_request_ready(struct conn *c);
 
 #endif /* LEDGER_REQUEST_H */

@@ -109,31 +109,41 @@
  * always acknowledged records, then maybe a torn batch, then maybe
  * zeros.
  *
- * Stopping. SIGTERM or SIGINT: stop accepting, let every connection
- * answer the requests it has read and close, let the dispatcher finish
- * every admitted message, end the workers; all under one deadline
- * (--shutdown-timeout), after which the stop is forced.
+ * Starting and stopping: an agr_runtime holds the dispatcher and the
+ * network (the connections, the acceptor, /metrics), in that order, so
+ * agr_runtime_start() starts the dispatcher, then the network (which
+ * first resumes the open transfers). SIGTERM or SIGINT: the network
+ * stops reading (no new request is read), then agr_runtime_stop(),
+ * under one deadline (--shutdown-timeout): the requests already read
+ * are admitted and answered until no message has been active for
+ * QUIET_MS, then admission closes (a request sent later is answered
+ * "-ERR server is shutting down"); the connections answer and close
+ * (the network's stop waits for the sockets to go quiet), and then
+ * the dispatcher finishes every admitted message and ends the workers.
+ * Past the deadline the runtime forces every part.
  *
- * Where the code is (one concern a file):
+ * The bank is one dispatcher, not a composite: every message touches
+ * its group's account table, which no other dispatcher's group may.
+ *
+ * Where the code is (one concern a file), a request's way in order:
  *   ledger_server.c    options, startup and shutdown: the wiring
- *   ledger_conn.c      RESP connections: recv, parse, reply in order,
- *                      send, linger (reply order, closing, protocol
- *                      errors: ledger_conn.h)
- *   ledger_commands.c  what each command means, and its replies;
- *                      COMMAND's table
- *   ledger_session.c   HELLO, AUTH, SELECT, CLIENT: the client's state
- *   ledger_info.c      INFO, DBSIZE, CONFIG GET
- *   ledger_reply.c     RESP replies into a reused buffer
- *   ledger_accounts.c  the account aggregate: balances and handlers
- *   ledger_journal.c   group commit of the records to the journals
- *   ledger_record.c    the record format and its CRC
+ *   ledger_front.c     accepting, the workers' share, stopping
+ *   ledger_conn.c      one connection: recv, parse, send in order,
+ *                      linger (the rules: ledger_conn.h)
+ *   ledger_request.c   a request's round trip, command to reply
+ *   ledger_commands.c  what each command means; COMMAND's table;
+ *                      ledger_session.c (HELLO, AUTH, SELECT, CLIENT),
+ *                      ledger_info.c (INFO, DBSIZE, CONFIG GET),
+ *                      ledger_keyspace.c (SCAN, WATCH), ledger_reply.c
+ *   ledger_account_msg.c  the account messages and transfers' ids
+ *   ledger_account_reply.c  their replies, once they have run
+ *   ledger_accounts.c  the bank: handlers, steps, the transfer saga
+ *   ledger_table.c     the account tables and their REQID windows
+ *   ledger_journal.c   group commit; ledger_record.c its format
  *   ledger_replay.c    replay on restart, and --verify
- *   ledger_cpus.c      --worker-cpus
- *   http_metrics.c     GET /metrics on worker 0's ring
- *   resp.c             the RESP2 parser and encoder
- *   acceptor.c, net.c, drain.c, opts.c, util.c, buf.c: shared with
- *   the other examples (accepting on a ring, sockets, waiting for the
- *   network to go quiet, the command line, messages, buffers).
+ *   ledger_cpus.c      --worker-cpus; http_metrics.c GET /metrics
+ *   examples/common/   resp.c (RESP2), acceptor.c, net.c, drain.c,
+ *                      opts.c, util.c, buf.c: shared with the others
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -162,8 +172,15 @@
 #include "ledger_journal.h"
 #include "ledger_record.h"
 #include "ledger_replay.h"
+#include "ledger_request.h"
 #include "opts.h"
 #include "util.h"
+
+/*
+ * No message active this long closes admission: it bridges a
+ * connection's turn between one reply and its next request's send.
+ */
+#define QUIET_MS 100
 
 struct config {
 	int port;
@@ -188,6 +205,8 @@ struct config {
 struct server {
 	struct config cfg;
 	agr_dispatcher *disp;
+	agr_runtime *rt; /* starts and stops disp, then the network */
+	int port, metrics_port; /* bound by the network's start */
 	unsigned nworkers;
 	int ngroups;
 	int lock_fd;
@@ -289,7 +308,7 @@ static void start_dispatcher(struct server *srv)
 		.named_aggregate = { "bank", "Account" },
 		.parallelism = srv->cfg.groups,
 		.owns_supplier = true,
-		.on_complete = bank_completed, /* then front_completed */
+		.on_complete = bank_completed, /* then requests_completed */
 		.complete_arg = &srv->replies,
 		.group_key = bank_group_key, /* SCAN names its group */
 		/*
@@ -301,7 +320,8 @@ static void start_dispatcher(struct server *srv)
 	};
 	int ret;
 
-	srv->replies = (struct bank_completion){ front_completed, srv->front };
+	srv->replies = (struct bank_completion){ requests_completed,
+						 front_return(srv->front) };
 	so.parallelism = srv->cfg.workers;
 	if (!so.parallelism && !getenv("AGR_SCHEDULER_POOL_SIZE"))
 		so.parallelism = (int)default_workers();
@@ -327,9 +347,9 @@ static void start_dispatcher(struct server *srv)
 
 /*
  * Replays the journals into the group tables, then hands them to the
- * bank. The workers run but are idle: no message is sent before
- * agr_dispatcher_start(), and the tables reach them through the
- * dispatcher's queues.
+ * bank. The workers run but are idle: no message is sent before the
+ * dispatcher starts (agr_runtime_start()), and the tables reach them
+ * through the dispatcher's queues.
  */
 static void replay_into_groups(struct server *srv)
 {
@@ -430,21 +450,14 @@ static void block_signals(void)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 }
 
-static void start_server(struct server *srv)
+/*
+ * The network's start, once the dispatcher's (the runtime starts them
+ * in that order): resume the open transfers, then take clients.
+ */
+static int network_start(void *self)
 {
-	int port, metrics_port = 0, ret;
+	struct server *srv = self;
 
-	drain_init(&srv->drain);
-	init_commands(srv);
-	srv->front = front_new(&srv->drain, &srv->cmd, &srv->cfg.front);
-	block_signals();
-	lock_dir(srv);
-	start_dispatcher(srv);
-	replay_into_groups(srv);
-	open_journals(srv);
-	ret = agr_dispatcher_start(srv->disp);
-	if (ret)
-		die("agr_dispatcher_start: %s", agr_strerror(ret));
 	bank_set_crash(srv->bank, srv->cfg.crash_after);
 	if (srv->replayed.nopen)
 		printf("ledger_server: resuming %u open transfers (%lld in "
@@ -456,12 +469,76 @@ static void start_server(struct server *srv)
 	start_watchdog(srv);
 	srv->cmd.workers = srv->nworkers; /* before the first connection */
 	srv->cmd.groups = srv->ngroups;
-	front_start(srv->front, srv->disp, srv->cfg.port, &port);
+	front_start(srv->front, srv->disp, srv->cfg.port, &srv->port);
 	if (srv->cfg.metrics_port >= 0)
 		srv->metrics = http_metrics_start(srv->disp,
 						  srv->cfg.metrics_port,
-						  &srv->drain, &metrics_port);
-	print_started(srv, port, metrics_port);
+						  &srv->drain,
+						  &srv->metrics_port);
+	return 0;
+}
+
+/*
+ * The network's stop: every connection answered and closed, the
+ * acceptor and /metrics ended, before the dispatcher stops (a worker
+ * told to stop does not wait for its operations in the kernel).
+ */
+static int network_stop(void *self, uint64_t deadline_ns)
+{
+	struct server *srv = self;
+
+	return drain_wait(&srv->drain, left_until(deadline_ns)) ? 0 :
+								  -ETIMEDOUT;
+}
+
+static int network_force(void *self)
+{
+	struct server *srv = self;
+
+	drain_abort(&srv->drain);
+	return 0;
+}
+
+static void new_runtime(struct server *srv)
+{
+	static const agr_component_ops network = {
+		.stop_gracefully = network_stop,
+		.force_stop = network_force,
+		.start = network_start,
+	};
+	agr_runtime_options o;
+	int ret;
+
+	agr_runtime_options_init(&o);
+	o.shutdown_timeout_ns = (uint64_t)(srv->cfg.shutdown_timeout * 1e9);
+	o.quiet_period_ns = QUIET_MS * 1000000ull;
+	ret = agr_runtime_new(&o, &srv->rt);
+	if (!ret)
+		ret = agr_runtime_add_dispatcher(srv->rt, srv->disp);
+	if (!ret)
+		ret = agr_runtime_add_component(srv->rt, "network", &network,
+						srv);
+	if (ret)
+		die("agr_runtime: %s", agr_strerror(ret));
+}
+
+static void start_server(struct server *srv)
+{
+	int ret;
+
+	drain_init(&srv->drain);
+	init_commands(srv);
+	srv->front = front_new(&srv->drain, &srv->cmd, &srv->cfg.front);
+	block_signals();
+	lock_dir(srv);
+	start_dispatcher(srv);
+	replay_into_groups(srv);
+	open_journals(srv);
+	new_runtime(srv);
+	ret = agr_runtime_start(srv->rt);
+	if (ret)
+		die("agr_runtime_start: %s", agr_strerror(ret));
+	print_started(srv, srv->port, srv->metrics_port);
 }
 
 /* ---- shutdown ---- */
@@ -477,35 +554,43 @@ static void wait_signal(void)
 	sigwait(&set, &sig);
 }
 
+/* Which part failed to stop in time, or at all. */
+static void warn_stop_report(struct server *srv)
+{
+	agr_component_report c[2];
+	agr_runtime_report r;
+	size_t i;
+
+	if (agr_runtime_report_get(srv->rt, &r, c, 2) < 0)
+		return;
+	for (i = 0; i < r.ncomponents && i < 2; i++)
+		warnf("stop of %s: %s%s", c[i].name,
+		      c[i].stop_ran ? agr_strerror(c[i].stop_result) :
+				      "not reached",
+		      c[i].force_ran ? "; forced" : "");
+}
+
 /*
- * Graceful stop, under one deadline: stop accepting, let every
- * connection answer what it has read and close, let the dispatcher
- * finish every admitted message, then end the workers. Returns true if
- * it all happened in time.
- *
- * The sockets are quiet before the dispatcher stops: besides being the
- * natural order, a worker told to stop while an operation of its own is
- * in flight does not wait for it in the kernel (aggring 0.1), so the
- * cancels of the accept and the recvs must have completed by then.
+ * Graceful stop, under one deadline (the runtime's): the network stops
+ * reading here, so that a client that keeps sending cannot hold the
+ * runtime's quiet period open; then the runtime stops everything (see
+ * the top of the file). Returns true if it all happened in time.
  */
 static bool stop_server(struct server *srv)
 {
-	uint64_t deadline = deadline_after(srv->cfg.shutdown_timeout);
-	bool clean;
 	int ret;
 
 	front_stop(srv->front);
 	if (srv->metrics)
 		http_metrics_stop(srv->metrics);
-	clean = drain_wait(&srv->drain, left_until(deadline));
-	ret = agr_dispatcher_stop_gracefully(srv->disp, left_until(deadline));
+	ret = agr_runtime_stop(srv->rt);
 	if (ret < 0) {
-		warnf("graceful stop: %s; forcing", agr_strerror(ret));
-		agr_dispatcher_force_stop(srv->disp);
-		clean = false;
+		warnf("graceful stop: %s; forced", agr_strerror(ret));
+		warn_stop_report(srv);
 	}
+	agr_runtime_free(srv->rt);
 	agr_dispatcher_free(srv->disp); /* joins the workers */
-	return clean;
+	return ret == 0;
 }
 
 /* Whether every journal is still writable (no sticky error). */

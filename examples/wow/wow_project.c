@@ -135,92 +135,139 @@ static void *accounts_new(void)
 	return wow_accounts_new();
 }
 
-int main(int argc, char **argv)
-{
-	struct projector pj = { 0 };
-	struct wow_redis_opts ro = { 0 };
-	agr_named_aggregate na = { WOW_CONTEXT, WOW_AGGREGATE };
-	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
-	agr_dispatcher_options d = { 0 };
-	agr_wow_bus_options bo = AGR_WOW_BUS_OPTIONS_INIT;
-	const char *group = WOW_PROJECT_GROUP;
-	const char *consumer = NULL;
-	unsigned min_idle = 0, interval = 0;
-	int workers = 1, opt, ret;
-	agr_supplier *sup = NULL;
-	agr_scheduler *sched = NULL;
-	agr_dispatcher *disp = NULL;
-	agr_wow_bus *bus = NULL;
-	char *topic;
-	const char *topics[1];
+struct project_args {
+	struct wow_redis_opts ro;
+	const char *group, *consumer;
+	unsigned min_idle, interval;
+	int workers;
+};
 
+/* The command line into *a; exits with 2 on a bad one. */
+static void parse_args(int argc, char **argv, struct project_args *a)
+{
+	int opt;
+
+	*a = (struct project_args){
+		.group = WOW_PROJECT_GROUP, .workers = 1
+	};
 	while ((opt = getopt(argc, argv, "h:p:cg:n:w:m:i:")) != -1) {
-		if (wow_redis_opt(&ro, opt, optarg))
+		if (wow_redis_opt(&a->ro, opt, optarg))
 			continue;
 		switch (opt) {
-		case 'g': group = optarg; break;
-		case 'n': consumer = optarg; break;
-		case 'w': workers = atoi(optarg); break;
-		case 'm': min_idle = (unsigned)atoi(optarg); break;
-		case 'i': interval = (unsigned)atoi(optarg); break;
+		case 'g': a->group = optarg; break;
+		case 'n': a->consumer = optarg; break;
+		case 'w': a->workers = atoi(optarg); break;
+		case 'm': a->min_idle = (unsigned)atoi(optarg); break;
+		case 'i': a->interval = (unsigned)atoi(optarg); break;
 		default:
 			fprintf(stderr, "usage: wow_project [-h host] [-p port] "
 				"[-c] [-g group] [-n consumer] [-w workers] "
 				"[-m min-idle-ms] [-i interval-ms]\n");
-			return 2;
+			exit(2);
 		}
 	}
-	if (workers < 1)
-		return 2;
-	wow_block_signals();
-	if (agr_wow_topic(wow_named(), AGR_WOW_TOPIC_EVENT, &topic, NULL) < 0)
-		return 1;
-	topics[0] = topic;
-	wow_redis_options(&ro, "wow_project", &pj.ws.redis);
-	pj.ws.n = workers;
-	pj.ws.state = calloc((size_t)workers, sizeof(*pj.ws.state));
-	pj.ws.user_new = accounts_new;
-	pj.ws.user_free = wow_accounts_free;
+	if (a->workers < 1)
+		exit(2);
+}
+
+/* The workers and the dispatcher of on_event, started. */
+static int start_projector(struct projector *pj, int workers,
+			   agr_scheduler **sched, agr_dispatcher **disp)
+{
+	agr_named_aggregate na = { WOW_CONTEXT, WOW_AGGREGATE };
+	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
+	agr_dispatcher_options d = { 0 };
+	agr_supplier *sup = NULL;
+	int ret;
+
+	pj->ws.n = workers;
+	pj->ws.state = calloc((size_t)workers, sizeof(*pj->ws.state));
+	pj->ws.user_new = accounts_new;
+	pj->ws.user_free = wow_accounts_free;
 	so.parallelism = workers;
 	so.worker_init = wow_workers_init;
 	so.worker_exit = wow_workers_exit;
-	so.hook_arg = &pj.ws;
-	ret = pj.ws.state ? agr_supplier_new_opts("wowproject", &so, &sup) :
-			    -ENOMEM;
+	so.hook_arg = &pj->ws;
+	ret = pj->ws.state ? agr_supplier_new_opts("wowproject", &so, &sup) :
+			     -ENOMEM;
 	if (ret == 0)
-		ret = agr_supplier_get_or_init(sup, &na, &sched);
+		ret = agr_supplier_get_or_init(sup, &na, sched);
 	d.name = "wowproject";
 	d.named_aggregate = na;
 	d.supplier = sup;
 	d.owns_supplier = true;
 	d.on_complete = agr_wow_bus_complete;
 	if (ret == 0)
-		ret = agr_dispatcher_new(&d, &disp);
+		ret = agr_dispatcher_new(&d, disp);
 	if (ret == 0)
-		ret = agr_dispatcher_register(disp, NULL, on_event, &pj);
+		ret = agr_dispatcher_register(*disp, NULL, on_event, pj);
 	if (ret == 0)
-		ret = agr_dispatcher_start(disp);
-	bo.redis = pj.ws.redis;
+		ret = agr_dispatcher_start(*disp);
+	return ret;
+}
+
+/* The bus that feeds the dispatcher the topic's events, ready. */
+static int start_bus(const struct projector *pj,
+		     const struct project_args *a, agr_scheduler *sched,
+		     agr_dispatcher *disp, const char **topics,
+		     agr_wow_bus **bus)
+{
+	agr_wow_bus_options bo = AGR_WOW_BUS_OPTIONS_INIT;
+	int ret;
+
+	bo.redis = pj->ws.redis;
 	bo.scheduler = sched;
 	bo.dispatcher = disp;
 	bo.topics = topics;
 	bo.ntopics = 1;
-	bo.group = group;
-	bo.consumer = consumer;
-	bo.min_idle_ms = min_idle;
-	bo.recovery_interval_ms = interval;
+	bo.group = a->group;
+	bo.consumer = a->consumer;
+	bo.min_idle_ms = a->min_idle;
+	bo.recovery_interval_ms = a->interval;
+	ret = agr_wow_bus_new(&bo, bus);
 	if (ret == 0)
-		ret = agr_wow_bus_new(&bo, &bus);
+		ret = agr_wow_bus_start(*bus);
 	if (ret == 0)
-		ret = agr_wow_bus_start(bus);
+		ret = agr_wow_bus_wait_ready(*bus, STOP_NS);
+	return ret;
+}
+
+static void print_stopped(struct projector *pj)
+{
+	printf("stopped applied %llu duplicates %llu gaps %llu mismatches %llu "
+	       "failed %llu\n", (unsigned long long)atomic_load(&pj->applied),
+	       (unsigned long long)atomic_load(&pj->duplicates),
+	       (unsigned long long)atomic_load(&pj->gaps),
+	       (unsigned long long)atomic_load(&pj->mismatches),
+	       (unsigned long long)atomic_load(&pj->failed));
+}
+
+int main(int argc, char **argv)
+{
+	struct projector pj = { 0 };
+	struct project_args a;
+	agr_scheduler *sched = NULL;
+	agr_dispatcher *disp = NULL;
+	agr_wow_bus *bus = NULL;
+	const char *topics[1];
+	char *topic;
+	int ret;
+
+	parse_args(argc, argv, &a);
+	wow_block_signals();
+	if (agr_wow_topic(wow_named(), AGR_WOW_TOPIC_EVENT, &topic, NULL) < 0)
+		return 1;
+	topics[0] = topic;
+	wow_redis_options(&a.ro, "wow_project", &pj.ws.redis);
+	ret = start_projector(&pj, a.workers, &sched, &disp);
 	if (ret == 0)
-		ret = agr_wow_bus_wait_ready(bus, STOP_NS);
+		ret = start_bus(&pj, &a, sched, disp, topics, &bus);
 	if (ret < 0) {
 		fprintf(stderr, "wow_project: %s\n", strerror(-ret));
 		return 1;
 	}
 	printf("ready consumer %s group %s topic %s\n",
-	       agr_wow_bus_consumer_name(bus), group, topic);
+	       agr_wow_bus_consumer_name(bus), a.group, topic);
 	fflush(stdout);
 	wow_wait_signal(NULL);
 	ret = agr_wow_bus_stop(bus, STOP_NS);
@@ -229,12 +276,7 @@ int main(int argc, char **argv)
 	if (agr_dispatcher_stop_gracefully(disp, STOP_NS) < 0)
 		agr_dispatcher_force_stop(disp);
 	agr_dispatcher_free(disp);
-	printf("stopped applied %llu duplicates %llu gaps %llu mismatches %llu "
-	       "failed %llu\n", (unsigned long long)atomic_load(&pj.applied),
-	       (unsigned long long)atomic_load(&pj.duplicates),
-	       (unsigned long long)atomic_load(&pj.gaps),
-	       (unsigned long long)atomic_load(&pj.mismatches),
-	       (unsigned long long)atomic_load(&pj.failed));
+	print_stopped(&pj);
 	free(pj.ws.state);
 	free(topic);
 	return ret < 0 ? 1 : 0;
