@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ledger_checkpointer.h"
 #include "ledger_accounts.h"
 #include "resp.h"
 
@@ -47,6 +48,9 @@
 struct server_stats {
 	uint64_t connected, connections, rejected, commands;
 	uint64_t protocol_errors, accounts, changes, overdrafts;
+	bool checkpoints; /* a checkpointer runs: ckpt is filled */
+	struct checkpointer_stats ckpt;
+	uint64_t recovery_ns; /* the replay at startup took this long */
 };
 
 /* The server, as the commands see it; set up once, then read only. */

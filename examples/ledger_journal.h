@@ -36,6 +36,7 @@
 #ifndef LEDGER_JOURNAL_H
 #define LEDGER_JOURNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -102,6 +103,7 @@ struct journal {
 	bool waiting;	 /* the next batch waits for the zero fill */
 	bool holds_zeros; /* counted among the users of the zero buffer */
 	uint64_t offset; /* end of what is durable */
+	_Atomic uint64_t durable_end; /* offset, for other threads (acquire) */
 	uint64_t durable_id; /* the last batch made durable; 0: none */
 	uint64_t zeroed; /* below this the file holds records or zeros */
 	uint64_t zero_at; /* where the zero fill in flight writes */

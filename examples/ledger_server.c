@@ -156,6 +156,7 @@
 #include "ledger_cpus.h"
 #include "ledger_journal.h"
 #include "ledger_record.h"
+#include "ledger_checkpointer.h"
 #include "ledger_replay.h"
 #include "opts.h"
 #include "util.h"
@@ -177,6 +178,8 @@ struct config {
 	const char *requirepass; /* NULL: none */
 	long long maxclients, max_bulk, query_buf_max;
 	enum crash_point crash_after; /* tests: die there (SIGKILL) */
+	struct checkpointer_options ckpt; /* --checkpoint-bytes, -events */
+	bool no_checkpoints;		  /* --no-checkpoints */
 };
 
 struct server {
@@ -191,6 +194,8 @@ struct server {
 	struct bank *bank;	      /* the accounts and the journals */
 	struct bank_completion replies; /* completions, past the bank */
 	struct replay_result replayed;
+	uint64_t recovery_ns;	    /* the replay at startup */
+	struct checkpointer *ckpt;  /* NULL with --no-checkpoints */
 	unsigned journals_direct; /* journals that could use O_DIRECT */
 	struct command_server cmd; /* what the commands see of us */
 };
@@ -213,7 +218,54 @@ static void server_stats(void *arg, struct server_stats *st)
 		.accounts = bank_accounts(srv->bank),
 		.changes = bank_changes(srv->bank),
 		.overdrafts = bank_overdrafts(srv->bank),
+		.checkpoints = srv->ckpt != NULL,
+		.recovery_ns = srv->recovery_ns,
 	};
+	if (srv->ckpt)
+		checkpointer_get_stats(srv->ckpt, &st->ckpt);
+}
+
+/* /metrics: the checkpoints and the recovery, after the dispatcher's. */
+static int ledger_metrics(void *arg, char *buf, size_t cap)
+{
+	struct server_stats st;
+
+	server_stats(arg, &st);
+	return snprintf(buf, cap,
+		"# HELP ledger_checkpoint_seq The current checkpoint (0: none).\n"
+		"# TYPE ledger_checkpoint_seq gauge\n"
+		"ledger_checkpoint_seq %" PRIu64 "\n"
+		"# HELP ledger_checkpoint_position_bytes Journal bytes the "
+		"current checkpoint covers, over all journals.\n"
+		"# TYPE ledger_checkpoint_position_bytes gauge\n"
+		"ledger_checkpoint_position_bytes %" PRIu64 "\n"
+		"# HELP ledger_checkpoint_age_seconds Since the current "
+		"checkpoint was taken (or the server started).\n"
+		"# TYPE ledger_checkpoint_age_seconds gauge\n"
+		"ledger_checkpoint_age_seconds %.3f\n"
+		"# HELP ledger_checkpoint_size_bytes The current checkpoint's "
+		"size.\n"
+		"# TYPE ledger_checkpoint_size_bytes gauge\n"
+		"ledger_checkpoint_size_bytes %" PRIu64 "\n"
+		"# HELP ledger_checkpoint_duration_seconds The last "
+		"checkpoint cycle's duration.\n"
+		"# TYPE ledger_checkpoint_duration_seconds gauge\n"
+		"ledger_checkpoint_duration_seconds %.6f\n"
+		"# HELP ledger_checkpoints_total Checkpoint cycles, by result.\n"
+		"# TYPE ledger_checkpoints_total counter\n"
+		"ledger_checkpoints_total{result=\"ok\"} %" PRIu64 "\n"
+		"ledger_checkpoints_total{result=\"failed\"} %" PRIu64 "\n"
+		"# HELP ledger_journal_bytes_since_checkpoint Durable journal "
+		"bytes a restart would replay.\n"
+		"# TYPE ledger_journal_bytes_since_checkpoint gauge\n"
+		"ledger_journal_bytes_since_checkpoint %" PRIu64 "\n"
+		"# HELP ledger_recovery_seconds The replay at startup.\n"
+		"# TYPE ledger_recovery_seconds gauge\n"
+		"ledger_recovery_seconds %.6f\n",
+		st.ckpt.seq, st.ckpt.position, (double)st.ckpt.age_ns / 1e9,
+		st.ckpt.size, (double)st.ckpt.duration_ns / 1e9, st.ckpt.taken,
+		st.ckpt.failed, st.ckpt.journal_bytes,
+		(double)st.recovery_ns / 1e9);
 }
 
 static void init_commands(struct server *srv)
@@ -317,8 +369,10 @@ static void start_dispatcher(struct server *srv)
 static void replay_into_groups(struct server *srv)
 {
 	struct accounts *accounts = accounts_new(srv->ngroups);
+	uint64_t t0 = now_ns();
 
 	replay_journals(srv->cfg.dir, accounts, true, &srv->replayed);
+	srv->recovery_ns = now_ns() - t0;
 	srv->bank = bank_new(srv->disp, accounts);
 }
 
@@ -377,6 +431,19 @@ static void print_started(const struct server *srv, int port,
 	       " events from %u journals: %" PRIu64 " accounts\n",
 	       srv->nworkers, srv->ngroups, srv->replayed.events,
 	       srv->replayed.journals, srv->replayed.accounts);
+	if (srv->replayed.checkpoint.seq)
+		printf("ledger_server: recovered in %.1f ms from checkpoint %"
+		       PRIu64 " (%" PRIu64 " bytes) and the %" PRIu64
+		       " events after it\n", (double)srv->recovery_ns / 1e6,
+		       srv->replayed.checkpoint.seq,
+		       srv->replayed.checkpoint.size, srv->replayed.events);
+	else
+		printf("ledger_server: recovered in %.1f ms, no checkpoint\n",
+		       (double)srv->recovery_ns / 1e6);
+	if (srv->ckpt)
+		printf("ledger_server: checkpoints every %" PRIu64
+		       " journal bytes or %" PRIu64 " events, and at a clean "
+		       "stop\n", srv->cfg.ckpt.bytes, srv->cfg.ckpt.events);
 	printf("ledger_server: journal I/O %s, %s\n", journal_io_name(srv),
 	       srv->cfg.journal_sync == JOURNAL_SYNC_FDATASYNC ?
 		       "write + fdatasync" :
@@ -421,6 +488,13 @@ static void start_server(struct server *srv)
 	if (ret)
 		die("agr_dispatcher_start: %s", agr_strerror(ret));
 	bank_set_crash(srv->bank, srv->cfg.crash_after);
+	if (!srv->cfg.no_checkpoints)
+		srv->ckpt = checkpointer_start(srv->cfg.dir, srv->bank,
+					       srv->nworkers,
+					       srv->replayed.ends,
+					       srv->replayed.nends,
+					       &srv->replayed.checkpoint,
+					       &srv->cfg.ckpt);
 	if (srv->replayed.nopen)
 		printf("ledger_server: resuming %u open transfers (%lld in "
 		       "flight)\n",
@@ -433,9 +507,9 @@ static void start_server(struct server *srv)
 	srv->cmd.groups = srv->ngroups;
 	front_start(srv->front, srv->disp, srv->cfg.port, &port);
 	if (srv->cfg.metrics_port >= 0)
-		srv->metrics = http_metrics_start(srv->disp,
-						  srv->cfg.metrics_port,
-						  &srv->drain, &metrics_port);
+		srv->metrics = http_metrics_start_extra(
+			srv->disp, srv->cfg.metrics_port, &srv->drain,
+			&metrics_port, ledger_metrics, srv);
 	print_started(srv, port, metrics_port);
 }
 
@@ -526,6 +600,28 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 	fflush(stdout);
 }
 
+/*
+ * The last checkpoint, of everything journaled, once the workers have
+ * ended: only after a clean stop with every journal intact (else the
+ * next start replays, which is as safe, only longer).
+ */
+static void stop_checkpoints(struct server *srv, bool clean)
+{
+	struct checkpointer_stats st;
+
+	if (!srv->ckpt)
+		return;
+	checkpointer_stop(srv->ckpt, clean, &st);
+	srv->ckpt = NULL;
+	printf("ledger_server: %" PRIu64 " checkpoints taken (%" PRIu64
+	       " failed)%s; the current one: %" PRIu64 ", %" PRIu64
+	       " bytes, written in %.1f ms, %" PRIu64 " journal bytes after "
+	       "it; %" PRIu64 " journal bytes freed\n", st.taken, st.failed,
+	       clean ? ", the last at this stop" : "", st.seq, st.size,
+	       (double)st.duration_ns / 1e6, st.journal_bytes, st.freed);
+	fflush(stdout);
+}
+
 static void free_server(struct server *srv)
 {
 	free(srv->replayed.ends);
@@ -550,6 +646,7 @@ static int serve(struct server *srv)
 	agr_watchdog_stop(); /* after the workers: they may still report */
 	print_summary(srv, clean, now_ns() - t0);
 	journal_ok = journals_ok(srv);
+	stop_checkpoints(srv, clean && journal_ok);
 	free_server(srv);
 	return clean && journal_ok ? 0 : 1;
 }
@@ -569,6 +666,8 @@ static const char usage_text[] =
 	"                     [--proto-max-bulk-len BYTES] "
 	"[--client-query-buffer-limit BYTES]\n"
 	"                     [--recv multishot|single] [--recv-buffers N]\n"
+	"                     [--checkpoint-bytes BYTES] "
+	"[--checkpoint-events N] [--no-checkpoints]\n"
 	"                     [--crash-after debit|credit|refusal]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs / 2> "
 	"--groups 4096\n"
@@ -577,7 +676,9 @@ static const char usage_text[] =
 	"            --journal-sync dsync, --worker-cpus auto, no password,\n"
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
 	"            --client-query-buffer-limit 16777216,\n"
-	"            --recv multishot --recv-buffers 256\n"
+	"            --recv multishot --recv-buffers 256,\n"
+	"            --checkpoint-bytes 67108864 --checkpoint-events 1000000"
+	" (0: not by that)\n"
 	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
 
 /* The index of s in names[n], or opts_bad(). */
@@ -644,6 +745,11 @@ static void parse_option(int ch, struct config *c)
 			opts_bad(); /* the kernel's rule for a buffer ring */
 		c->front.recv_buffers = (unsigned)n;
 		break;
+	case 'K': c->ckpt.bytes = (uint64_t)opts_number(optarg, 0, 1L << 50);
+		break;
+	case 'E': c->ckpt.events = (uint64_t)opts_number(optarg, 0, 1L << 50);
+		break;
+	case 'N': c->no_checkpoints = true; break;
 	case 'h': opts_help();
 	default: opts_bad();
 	}
@@ -671,6 +777,9 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "client-query-buffer-limit", required_argument, NULL, 'Q' },
 		{ "recv", required_argument, NULL, 'r' },
 		{ "recv-buffers", required_argument, NULL, 'b' },
+		{ "checkpoint-bytes", required_argument, NULL, 'K' },
+		{ "checkpoint-events", required_argument, NULL, 'E' },
+		{ "no-checkpoints", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -688,9 +797,11 @@ static void parse_options(int argc, char **argv, struct config *c)
 			      .maxclients = 10000, .max_bulk = 8 << 20,
 			      .query_buf_max = 16 << 20,
 			      .front = { .recv = FRONT_RECV_MULTISHOT,
-					 .recv_buffers = 256 } };
+					 .recv_buffers = 256 },
+			      .ckpt = { .bytes = CHECKPOINT_BYTES_DEFAULT,
+					.events = CHECKPOINT_EVENTS_DEFAULT } };
 	while ((ch = getopt_long(argc, argv,
-				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:r:b:h",
+				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:r:b:K:E:Nh",
 				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)
