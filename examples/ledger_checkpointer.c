@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -27,6 +29,9 @@ struct checkpointer {
 	struct checkpointer_stats st;
 	uint64_t taken_ns;	 /* when the current one was taken */
 	uint64_t events_at;	 /* bank_changes() it covers */
+	struct checkpoint_trace crash_trace; /* --crash-after checkpoint-* */
+	struct checkpoint_options crash_opts;
+	unsigned punches;	 /* ...seen so far */
 };
 
 /* Reads the journals' durable ends into c->ends; their sum. */
@@ -52,6 +57,26 @@ static bool due(struct checkpointer *c, uint64_t sum, uint64_t events)
 	       (c->o.events && events - c->events_at >= c->o.events);
 }
 
+/* --crash-after checkpoint-*: dies at that step of a cycle. */
+static void crash_step(void *arg, enum checkpoint_op op, const char *path,
+		       const char *to, const void *data, uint64_t len)
+{
+	struct checkpointer *c = arg;
+	enum checkpoint_crash at = c->o.crash;
+
+	(void)path;
+	(void)to;
+	(void)data;
+	(void)len;
+	if ((at == CHECKPOINT_CRASH_WRITTEN && op == CHECKPOINT_OP_FSYNC) ||
+	    (at == CHECKPOINT_CRASH_RENAMED && op == CHECKPOINT_OP_SYNC_DIR) ||
+	    (at == CHECKPOINT_CRASH_COMPACTING && op == CHECKPOINT_OP_PUNCH &&
+	     c->punches++ == 1)) {
+		warnf("--crash-after: killing myself in a checkpoint cycle");
+		kill(getpid(), SIGKILL);
+	}
+}
+
 /* One cycle; the lock is held, and dropped while it runs. */
 static void cycle(struct checkpointer *c, uint64_t events)
 {
@@ -60,7 +85,8 @@ static void cycle(struct checkpointer *c, uint64_t events)
 
 	c->st.running = true;
 	pthread_mutex_unlock(&c->lock);
-	ret = checkpoint_take(c->dir, c->ends, c->nends, NULL, &cs);
+	ret = checkpoint_take(c->dir, c->ends, c->nends,
+			      c->o.crash ? &c->crash_opts : NULL, &cs);
 	pthread_mutex_lock(&c->lock);
 	c->st.running = false;
 	if (ret < 0) {
@@ -126,6 +152,9 @@ struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
 	for (i = 0; i < nends; i++)
 		c->ends[i] = ends[i];
 	c->o = *o;
+	c->crash_trace = (struct checkpoint_trace){ crash_step, c };
+	c->crash_opts = (struct checkpoint_options){ &c->crash_trace,
+						     CHECKPOINT_BUG_NONE };
 	c->st.seq = cp->seq;
 	c->st.size = cp->size;
 	for (i = 0; i < cp->npos; i++)

@@ -22,9 +22,18 @@
 #define CHECKPOINT_BYTES_DEFAULT (64ull << 20) /* --checkpoint-bytes */
 #define CHECKPOINT_EVENTS_DEFAULT 1000000ull   /* --checkpoint-events */
 
+/* Tests (--crash-after): where a cycle kills the server (SIGKILL). */
+enum checkpoint_crash {
+	CHECKPOINT_CRASH_NEVER,
+	CHECKPOINT_CRASH_WRITTEN, /* the new one written, not yet fsync'd */
+	CHECKPOINT_CRASH_RENAMED, /* renamed, the directory not fsync'd */
+	CHECKPOINT_CRASH_COMPACTING, /* one journal freed, not the next */
+};
+
 struct checkpointer_options {
 	uint64_t bytes;	 /* journal bytes since the last; 0: never by size */
 	uint64_t events; /* events since the last; 0: never by count */
+	enum checkpoint_crash crash; /* tests */
 };
 
 /* What INFO and /metrics show; any thread. */

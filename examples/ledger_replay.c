@@ -233,8 +233,6 @@ void replay_journals(const char *dir, struct accounts *accounts,
 		replay_journal(accounts, repair, r, path, idx, &t);
 	}
 	closedir(d);
-	free(r->checkpoint.pos); /* r->ends has them */
-	r->checkpoint.pos = NULL;
 	match_transfers(&t, r);
 	accounts_each(accounts, count_account, r);
 }
@@ -284,5 +282,6 @@ int replay_verify(const char *dir, const char *dump)
 	accounts_free(accounts);
 	free(r.ends);
 	free(r.open);
+	free(r.checkpoint.pos);
 	return r.negative ? 1 : 0;
 }

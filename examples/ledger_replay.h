@@ -23,7 +23,7 @@
 #include "ledger_accounts.h"
 #include "ledger_checkpoint.h"
 
-/* What a replay found; the caller's, `ends` to free(). */
+/* What a replay found; the caller's: ends, open, checkpoint.pos to free(). */
 struct replay_result {
 	unsigned journals;
 	uint64_t events, torn_bytes;
@@ -36,7 +36,7 @@ struct replay_result {
 	struct open_transfer *open; /* [nopen], to free() */
 	unsigned nopen;
 	long long in_flight; /* the sum of their amounts */
-	struct checkpoint checkpoint; /* the one it started from; pos freed */
+	struct checkpoint checkpoint; /* the one it started from; pos too */
 };
 
 /*

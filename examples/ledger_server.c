@@ -14,6 +14,8 @@
  *                 [--journal-sync dsync|fdatasync]
  *                 [--worker-cpus auto|none|LIST]
  *                 [--recv multishot|single] [--recv-buffers N]
+ *                 [--checkpoint-bytes BYTES] [--checkpoint-events N]
+ *                 [--no-checkpoints]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
@@ -72,7 +74,20 @@
  *
  * --crash-after debit|credit|refusal, for tests: the server kills
  * itself (SIGKILL) at that step of the first TRANSFER that reaches it,
- * so that a restart shows the saga finished or compensated.
+ * so that a restart shows the saga finished or compensated;
+ * checkpoint-write|checkpoint-rename|compaction: at that step of the
+ * first checkpoint cycle that reaches it (written but not fsync'd;
+ * renamed but the directory not fsync'd; one journal freed of two).
+ *
+ * Checkpoints (ledger_checkpoint.h): once the journals have grown by
+ * --checkpoint-bytes (64 MiB) or --checkpoint-events (1,000,000) since
+ * the last checkpoint, a thread of its own writes the next one from
+ * the last one and the journals' durable bytes, without stopping the
+ * workers; and a last one at a clean stop. A restart loads the newest
+ * valid checkpoint and replays only the journal after it. The journal
+ * blocks before the previous checkpoint's positions are freed
+ * (fallocate PUNCH_HOLE). --no-checkpoints: none (the journals only
+ * grow, and a restart replays them all).
  *
  * Threads and rings. One supplier, one scheduler ("bank"/"Account") of
  * N workers, each a thread with its own io_uring ring, and one
@@ -626,6 +641,7 @@ static void free_server(struct server *srv)
 {
 	free(srv->replayed.ends);
 	free(srv->replayed.open);
+	free(srv->replayed.checkpoint.pos);
 	bank_free(srv->bank);
 	front_free(srv->front);
 	if (srv->metrics)
@@ -667,8 +683,11 @@ static const char usage_text[] =
 	"[--client-query-buffer-limit BYTES]\n"
 	"                     [--recv multishot|single] [--recv-buffers N]\n"
 	"                     [--checkpoint-bytes BYTES] "
-	"[--checkpoint-events N] [--no-checkpoints]\n"
-	"                     [--crash-after debit|credit|refusal]\n"
+	"[--checkpoint-events N]\n"
+	"                     [--no-checkpoints]\n"
+	"                     [--crash-after debit|credit|refusal|"
+	"checkpoint-write|\n"
+	"                      checkpoint-rename|compaction]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs / 2> "
 	"--groups 4096\n"
 	"            --shutdown-timeout 10, no metrics, no watchdog, "
@@ -696,7 +715,10 @@ static void parse_option(int ch, struct config *c)
 {
 	static const char *const io[] = { "direct", "buffered" };
 	static const char *const sync[] = { "dsync", "fdatasync" };
-	static const char *const crash[] = { "debit", "credit", "refusal" };
+	static const char *const crash[] = { "debit", "credit", "refusal",
+					     "checkpoint-write",
+					     "checkpoint-rename",
+					     "compaction" };
 	static const char *const recv[] = { "multishot", "single" };
 	long secs, n;
 
@@ -728,8 +750,12 @@ static void parse_option(int ch, struct config *c)
 		c->worker_cpus = optarg;
 		break;
 	case 'X':
-		c->crash_after = (enum crash_point)(choice(optarg, crash, 3) +
-						    CRASH_AFTER_DEBIT);
+		n = choice(optarg, crash, 6);
+		if (n < 3)
+			c->crash_after = (enum crash_point)(n +
+							    CRASH_AFTER_DEBIT);
+		else
+			c->ckpt.crash = (enum checkpoint_crash)(n - 2);
 		break;
 	case 'a': c->requirepass = optarg[0] ? optarg : NULL; break;
 	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;

@@ -280,6 +280,7 @@ static char *restart_state(const char *dir, uint64_t *seq, unsigned *skipped)
 		*skipped = r.checkpoint.skipped;
 	free(r.ends);
 	free(r.open);
+	free(r.checkpoint.pos);
 	accounts_free(a);
 	return out;
 }
