@@ -14,6 +14,7 @@
 #include "util.h"
 
 #define CHECKPOINTER_POLL_NS 50000000ull /* how often it looks: 50 ms */
+#define CHECKPOINTER_RETRY_NS 5000000000ull /* after a failed cycle: 5 s */
 
 struct checkpointer {
 	const char *dir;
@@ -29,6 +30,7 @@ struct checkpointer {
 	struct checkpointer_stats st;
 	uint64_t taken_ns;	 /* when the current one was taken */
 	uint64_t events_at;	 /* bank_changes() it covers */
+	uint64_t retry_ns;	 /* after a failure, no cycle before this */
 	struct checkpoint_trace crash_trace; /* --crash-after checkpoint-* */
 	struct checkpoint_options crash_opts;
 	unsigned punches;	 /* ...seen so far */
@@ -89,8 +91,9 @@ static void cycle(struct checkpointer *c, uint64_t events)
 			      c->o.crash ? &c->crash_opts : NULL, &cs);
 	pthread_mutex_lock(&c->lock);
 	c->st.running = false;
-	if (ret < 0) {
+	if (ret < 0) { /* said why; the last one stays current */
 		c->st.failed++;
+		c->retry_ns = now_ns() + CHECKPOINTER_RETRY_NS;
 		return;
 	}
 	c->st.taken++;
@@ -124,7 +127,7 @@ static void *checkpointer_main(void *arg)
 		uint64_t events = bank_changes(c->bank);
 		uint64_t sum = read_ends(c);
 
-		if (due(c, sum, events))
+		if (due(c, sum, events) && now_ns() >= c->retry_ns)
 			cycle(c, events);
 		else
 			wait_a_while(c);

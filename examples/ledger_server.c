@@ -629,11 +629,12 @@ static void stop_checkpoints(struct server *srv, bool clean)
 	checkpointer_stop(srv->ckpt, clean, &st);
 	srv->ckpt = NULL;
 	printf("ledger_server: %" PRIu64 " checkpoints taken (%" PRIu64
-	       " failed)%s; the current one: %" PRIu64 ", %" PRIu64
-	       " bytes, written in %.1f ms, %" PRIu64 " journal bytes after "
-	       "it; %" PRIu64 " journal bytes freed\n", st.taken, st.failed,
-	       clean ? ", the last at this stop" : "", st.seq, st.size,
-	       (double)st.duration_ns / 1e6, st.journal_bytes, st.freed);
+	       " failed)%s; the current one: %" PRIu64 " at journal position %"
+	       PRIu64 ", %" PRIu64 " bytes, written in %.1f ms, %" PRIu64
+	       " journal bytes after it; %" PRIu64 " journal bytes freed\n",
+	       st.taken, st.failed, clean ? ", the last at this stop" : "",
+	       st.seq, st.position, st.size, (double)st.duration_ns / 1e6,
+	       st.journal_bytes, st.freed);
 	fflush(stdout);
 }
 
