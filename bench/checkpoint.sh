@@ -40,7 +40,7 @@ runs=${3:-5}
 n=${CKPT_REQUESTS:-1000000}
 ckpt_events=${CKPT_EVENTS:-100000}
 restart_events=${CKPT_RESTART_EVENTS:-1000000 10000000}
-server=$build/examples/ledger_server
+server=$build/examples/ledger/ledger_server
 
 for tool in redis-benchmark redis-cli; do
 	command -v $tool >/dev/null 2>&1 || {

@@ -3,8 +3,8 @@
 # checkpoint cycle and at random, nothing acknowledged is lost or
 # doubled, and a restart starts from a checkpoint.
 #
-# Rounds, each under redis-benchmark's INCR load and tests/
-# ledger_acked.py (which checks every reply and remembers what was
+# Rounds, each under redis-benchmark's INCR load and examples/
+# ledger/tests/ledger_acked.py (which checks every reply and remembers what was
 # acknowledged), with a checkpoint every 2000 events:
 #   checkpoint-write     the server kills itself (SIGKILL) once a new
 #                        checkpoint is written but not yet fsync'd;
@@ -22,10 +22,10 @@
 set -u
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
-acked="python3 $top_srcdir/tests/ledger_acked.py"
+server=$top_builddir/examples/ledger/ledger_server
+acked="python3 $top_srcdir/examples/ledger/tests/ledger_acked.py"
 
 for tool in python3 redis-benchmark; do
 	if ! command -v $tool >/dev/null 2>&1; then

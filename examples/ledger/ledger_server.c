@@ -138,6 +138,9 @@
  *   ledger_journal.c   group commit of the records to the journals
  *   ledger_record.c    the record format and its CRC
  *   ledger_replay.c    replay on restart, and --verify
+ *   ledger_checkpoint.c  checkpoints: written, found, and the journal
+ *                      they cover freed
+ *   ledger_checkpointer.c  when: the thresholds, the stop; the stats
  *   ledger_cpus.c      --worker-cpus
  *   http_metrics.c     GET /metrics on worker 0's ring
  *   resp.c             the RESP2 parser and encoder

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * check_ledger_checkpoint.c - ledger_server's checkpoints
- * (examples/ledger_checkpoint.c): what a restart rebuilds from one is
+ * (examples/ledger/ledger_checkpoint.c): what a restart rebuilds from one is
  * what a replay of the whole journal rebuilds, a torn or corrupt one is
  * passed over for the one before, and no crash during a checkpoint
  * cycle loses or doubles anything.
@@ -55,9 +55,9 @@
 
 #include <ftw.h>
 
-#include "../examples/ledger_checkpoint.h"
-#include "../examples/ledger_replay.h"
-#include "../examples/util.h"
+#include "../ledger_checkpoint.h"
+#include "../ledger_replay.h"
+#include "util.h"
 
 #define FAIL(...)                                                        \
 	do {                                                             \
