@@ -5,6 +5,8 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
@@ -121,6 +123,11 @@ static void wait_a_while(struct checkpointer *c)
 static void *checkpointer_main(void *arg)
 {
 	struct checkpointer *c = arg;
+
+	/* Background work: the workers first when the CPUs are short. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		warnf("checkpointer: setpriority: %s (it runs at the "
+		      "workers' priority)", strerror(errno));
 
 	pthread_mutex_lock(&c->lock);
 	while (!c->stopping) {

@@ -8,7 +8,8 @@
  * The thread reads only what the journals have made durable (each
  * journal's durable_end) and the files; it never touches a worker's
  * state, so a checkpoint never stops service: the workers go on while
- * it replays and writes. It costs a CPU for as long as that takes.
+ * it replays and writes. It costs a CPU for as long as that takes, at
+ * nice 10, so that workers short of CPU come first.
  */
 #ifndef LEDGER_CHECKPOINTER_H
 #define LEDGER_CHECKPOINTER_H
@@ -25,7 +26,7 @@
  * a cycle replays as much once more on the checkpoint's thread.
  */
 #define CHECKPOINT_BYTES_DEFAULT (16ull << 20) /* --checkpoint-bytes */
-#define CHECKPOINT_EVENTS_DEFAULT 250000ull    /* --checkpoint-events */
+#define CHECKPOINT_EVENTS_DEFAULT 100000ull    /* --checkpoint-events */
 
 /* Tests (--crash-after): where a cycle kills the server (SIGKILL). */
 enum checkpoint_crash {

@@ -80,7 +80,7 @@
  * renamed but the directory not fsync'd; one journal freed of two).
  *
  * Checkpoints (ledger_checkpoint.h): once the journals have grown by
- * --checkpoint-bytes (16 MiB) or --checkpoint-events (250,000) since
+ * --checkpoint-bytes (16 MiB) or --checkpoint-events (100,000) since
  * the last checkpoint, a thread of its own writes the next one from
  * the last one and the journals' durable bytes, without stopping the
  * workers; and a last one at a clean stop. A restart loads the newest
@@ -700,7 +700,7 @@ static const char usage_text[] =
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
 	"            --client-query-buffer-limit 16777216,\n"
 	"            --recv multishot --recv-buffers 256,\n"
-	"            --checkpoint-bytes 16777216 --checkpoint-events 250000"
+	"            --checkpoint-bytes 16777216 --checkpoint-events 100000"
 	" (0: not by that)\n"
 	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
 
