@@ -143,7 +143,7 @@ cat "$data/verify.log"
 # finds nothing after it to replay.
 ckpt_seq=$(field "$data/verify.log" 'verify: checkpoint ' ' (')
 [ -n "$ckpt_seq" ] || fail "--verify found no checkpoint of the clean stop"
-after_ckpt=$(field "$data/verify.log" ' journals, ' ' events')
+after_ckpt=$(field "$data/verify.log" 'valid and used; ' ' events after it')
 [ "$after_ckpt" = 0 ] ||
 	fail "$after_ckpt events left after the checkpoint of the clean stop"
 ckpt_line=$(sed -n 's/^ledger_server: \([0-9]* checkpoints taken.*\)/\1/p' \
@@ -155,6 +155,9 @@ ckpt_ms=$(field "$data/server.log" 'bytes, written in ' ' ms')
 ckpt_after=$(field "$data/server.log" ' ms, ' ' journal bytes after it')
 ckpt_freed=$(field "$data/server.log" 'after it; ' ' journal bytes freed')
 [ -n "$ckpt_line" ] || fail "the server did not report its checkpoints"
+journaled=$(field "$data/verify.log" ' journals, ' ' events')
+[ "$journaled" = "$events" ] ||
+	fail "the journals hold $journaled events, the server journaled $events"
 # Every balance ledger_load saw acknowledged is the journal's balance.
 awk 'NR == FNR { bal[$1] = $2; next }
      { n++; if ((bal[$1] + 0) == $2) ok++ }
@@ -176,8 +179,11 @@ fi
 # ---- 4. a restart replays the journals and serves the same balances ----
 start_server "$data/server2.log"
 replayed=$(field "$data/server2.log" 'replayed ' ' events')
-[ "$replayed" = 0 ] ||
-	fail "the restart replayed $replayed events past the checkpoint"
+[ "$replayed" = "$events" ] ||
+	fail "the restart replayed $replayed events, not $events"
+past_ckpt=$(field "$data/server2.log" ' and the ' ' events after it')
+[ "$past_ckpt" = 0 ] ||
+	fail "the restart replayed $past_ckpt events past the checkpoint"
 recovery_ms=$(field "$data/server2.log" 'recovered in ' ' ms')
 grep -q "from checkpoint $ckpt_seq " "$data/server2.log" ||
 	fail "the restart did not start from checkpoint $ckpt_seq"
@@ -256,15 +262,15 @@ printf ' %-16s %s taken (the last at the stop): checkpoint %s covers journal\n' 
 printf ' %-16s position %s, %s bytes, written in %s ms; %s journal bytes after\n' \
 	'' "$ckpt_pos" "$ckpt_size" "$ckpt_ms" "$ckpt_after"
 printf ' %-16s it; %s journal bytes freed\n' '' "$ckpt_freed"
-printf ' %-16s checkpoint %s valid, 0 events after it; %s of %s ledger_load\n' \
-	journals "$ckpt_seq" "$load_ok" \
+printf ' %-16s %s events in checkpoint %s, 0 after it; %s of %s ledger_load\n' \
+	journals "$journaled" "$ckpt_seq" "$load_ok" \
 	"$(wc -l <"$data/expected.txt" | tr -d ' ')"
 printf ' %-16s balances match\n' ''
 if $bench; then
 	printf ' %-16s key:* balances add up to the %s INCRBYs sent\n' '' \
 		"$bench_sent"
 fi
-printf ' %-16s recovered in %s ms (checkpoint %s, %s events replayed),\n' \
+printf ' %-16s recovered in %s ms: checkpoint %s (%s events), 0 after it,\n' \
 	restart "$recovery_ms" "$ckpt_seq" "$replayed"
 printf ' %-16s served the same %s balances\n' '' "$served"
 printf ' %-16s %s events, %s durable events/s, verify OK\n' \

@@ -96,7 +96,7 @@ static int read_whole(const char *path, char **buf, size_t *len)
 
 /* A checkpoint's text, checked: where its parts are. */
 struct parsed {
-	uint64_t seq;
+	uint64_t seq, events;
 	uint64_t *pos;
 	unsigned npos;
 	const char *body, *body_end; /* the "s" and "x" lines */
@@ -128,8 +128,9 @@ static bool parse_head(struct parsed *c, const char **p, const char *end)
 	int n = 0;
 
 	if (!line || strncmp(line, CHECKPOINT_MAGIC, strlen(CHECKPOINT_MAGIC)) ||
-	    sscanf(line, CHECKPOINT_MAGIC "%" SCNu64 " %u%n", &c->seq, &nj,
-		   &n) != 2 || line[n] != '\n' || nj > 1u << 20)
+	    sscanf(line, CHECKPOINT_MAGIC "%" SCNu64 " %u %" SCNu64 "%n",
+		   &c->seq, &nj, &c->events, &n) != 3 || line[n] != '\n' ||
+	    nj > 1u << 20)
 		return false;
 	c->pos = xcalloc(nj ? nj : 1, sizeof(*c->pos));
 	c->npos = nj;
@@ -252,6 +253,7 @@ int checkpoint_load(const char *dir, struct accounts *accounts,
 		cp->npos = c.npos;
 		cp->size = len;
 		cp->records = c.records;
+		cp->events = c.events;
 		free(buf);
 		break;
 	}
@@ -401,16 +403,17 @@ static void dump_state(void *arg, const struct record *rec)
 }
 
 /* The new checkpoint's text, into b->out. */
-static void build_text(struct building *b, uint64_t seq, const uint64_t *pos,
-		       unsigned npos)
+static void build_text(struct building *b, uint64_t seq, uint64_t events,
+		       const uint64_t *pos, unsigned npos)
 {
 	char line[128];
 	unsigned i;
 	size_t k;
 	int n;
 
-	n = snprintf(line, sizeof(line), CHECKPOINT_MAGIC "%" PRIu64 " %u\n",
-		     seq, npos);
+	n = snprintf(line, sizeof(line),
+		     CHECKPOINT_MAGIC "%" PRIu64 " %u %" PRIu64 "\n", seq, npos,
+		     events);
 	out_add(b, line, (size_t)n);
 	for (i = 0; i < npos; i++) {
 		n = snprintf(line, sizeof(line), "pos %u %" PRIu64 "\n", i,
@@ -635,7 +638,7 @@ int checkpoint_take(const char *dir, const uint64_t *ends, unsigned nends,
 		match_xfers(&b);
 		npos = new_positions(&base, ends, nends, &pos);
 		seq = next_seq(dir);
-		build_text(&b, seq, pos, npos);
+		build_text(&b, seq, base.events + b.events, pos, npos);
 		ret = commit(&c, &b, seq, &base, pos, npos);
 	}
 	if (ret == 0 && st) {

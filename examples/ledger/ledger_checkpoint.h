@@ -7,7 +7,8 @@
  * A checkpoint is the file DIR/checkpoint-SEQ.ckpt (SEQ 1, 2, ...,
  * zero-padded to 20 digits), text:
  *
- *   ledger-checkpoint 1 SEQ NJOURNALS
+ *   ledger-checkpoint 1 SEQ NJOURNALS EVENTS
+ *                            (EVENTS: the journal records it covers)
  *   pos I OFFSET             one per journal: journal-I.log from OFFSET
  *   s RECORD                 the state, as journal records that rebuild
  *                            it (accounts_dump(): balances, strings,
@@ -53,6 +54,7 @@ struct checkpoint {
 	unsigned npos;
 	uint64_t size;	  /* bytes of the file */
 	uint64_t records; /* its state and transfer records */
+	uint64_t events;  /* journal records it covers, since the first */
 	unsigned skipped; /* newer ones found invalid and passed over */
 };
 

@@ -264,10 +264,12 @@ int replay_verify(const char *dir, const char *dump)
 		snprintf(total, sizeof(total), "%lld", r.total);
 	if (r.checkpoint.seq)
 		printf("verify: checkpoint %" PRIu64 " (%" PRIu64 " bytes, %"
-		       PRIu64 " records) valid and used%s\n",
+		       PRIu64 " records, %" PRIu64 " events) valid and used%s; "
+		       "%" PRIu64 " events after it\n",
 		       r.checkpoint.seq, r.checkpoint.size,
-		       r.checkpoint.records,
-		       r.checkpoint.skipped ? "; newer ones INVALID" : "");
+		       r.checkpoint.records, r.checkpoint.events,
+		       r.checkpoint.skipped ? "; newer ones INVALID" : "",
+		       r.events);
 	else
 		printf("verify: no valid checkpoint%s: replaying every "
 		       "journal from its start\n",
@@ -276,7 +278,8 @@ int replay_verify(const char *dir, const char *dump)
 	printf("verify: %u journals, %" PRIu64 " events, %" PRIu64
 	       " accounts, total balance %s, %u open transfers (%lld in "
 	       "flight), %" PRIu64 " torn bytes: %s\n",
-	       r.journals, r.events, r.accounts, total, r.nopen,
+	       r.journals, r.checkpoint.events + r.events, r.accounts, total,
+	       r.nopen,
 	       r.in_flight, r.torn_bytes,
 	       r.negative ? "FAILED (negative balances)" : "OK");
 	accounts_free(accounts);

@@ -447,14 +447,17 @@ static void print_started(const struct server *srv, int port,
 {
 	printf("ledger_server: %u workers, %d groups; replayed %" PRIu64
 	       " events from %u journals: %" PRIu64 " accounts\n",
-	       srv->nworkers, srv->ngroups, srv->replayed.events,
+	       srv->nworkers, srv->ngroups,
+	       srv->replayed.checkpoint.events + srv->replayed.events,
 	       srv->replayed.journals, srv->replayed.accounts);
 	if (srv->replayed.checkpoint.seq)
 		printf("ledger_server: recovered in %.1f ms from checkpoint %"
-		       PRIu64 " (%" PRIu64 " bytes) and the %" PRIu64
-		       " events after it\n", (double)srv->recovery_ns / 1e6,
+		       PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " events) and "
+		       "the %" PRIu64 " events after it\n",
+		       (double)srv->recovery_ns / 1e6,
 		       srv->replayed.checkpoint.seq,
-		       srv->replayed.checkpoint.size, srv->replayed.events);
+		       srv->replayed.checkpoint.size,
+		       srv->replayed.checkpoint.events, srv->replayed.events);
 	else
 		printf("ledger_server: recovered in %.1f ms, no checkpoint\n",
 		       (double)srv->recovery_ns / 1e6);

@@ -119,9 +119,9 @@ grep 'the last at this stop' "$tmp/restart$round.log" ||
 "$server" --verify --dir "$data" --dump "$tmp/dump" >"$tmp/verify" ||
 	{ cat "$tmp/verify"; fail "verify"; }
 cat "$tmp/verify"
-grep -q 'checkpoint [0-9]* .* valid and used$' "$tmp/verify" ||
+grep -q 'checkpoint [0-9]* .* valid and used; ' "$tmp/verify" ||
 	fail "--verify does not say which checkpoint it used"
-grep -q ' 0 events' "$tmp/verify" ||
+grep -q 'valid and used; 0 events after it$' "$tmp/verify" ||
 	fail "the checkpoint at the stop does not cover the whole journal"
 awk 'NR == FNR { bal[$1] = $2; next }
      (bal[$1] + 0) != $2 { print "  " $1 ": " (bal[$1] + 0) " != " $2; bad++ }
