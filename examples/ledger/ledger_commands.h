@@ -48,6 +48,8 @@
 struct server_stats {
 	uint64_t connected, connections, rejected, commands;
 	uint64_t protocol_errors, accounts, changes, overdrafts;
+	uint64_t output_limit_closed;
+	const char *journal_error; /* the first failed journal's why; NULL */
 	bool checkpoints; /* a checkpointer runs: ckpt is filled */
 	struct checkpointer_stats ckpt;
 	uint64_t recovery_ns; /* the replay at startup took this long */
@@ -58,6 +60,9 @@ struct command_server {
 	const char *requirepass; /* NULL: no AUTH needed */
 	size_t max_bulk;	 /* --proto-max-bulk-len */
 	size_t query_buf_max;	 /* --client-query-buffer-limit */
+	/* --client-output-buffer-limit: replies a client has not read */
+	size_t out_hard, out_soft; /* bytes; 0: no limit */
+	uint64_t out_soft_ns;	   /* how long over out_soft closes */
 	unsigned maxclients;	 /* --maxclients */
 	unsigned workers;
 	int groups;

@@ -61,8 +61,13 @@
  * "-NOAUTH Authentication required."), --maxclients (10000), bulk
  * strings up to --proto-max-bulk-len (8 MiB; Redis's 512 MiB is far
  * more than a ledger needs), a request up to
- * --client-query-buffer-limit (16 MiB) while it is incomplete. A
- * protocol error is answered once, then the connection closes.
+ * --client-query-buffer-limit (16 MiB) while it is incomplete, replies
+ * a client leaves unread up to --client-output-buffer-limit 'HARD SOFT
+ * SECONDS' (8 MiB at once, or 4 MiB for 10 s; 0 for none). A
+ * protocol error is answered once, then the connection closes. Before
+ * AUTH, Redis's caps: 10 arguments, bulks of 16 KiB. A "POST" or
+ * "Host:" line (cross-protocol scripting from a browser) is logged and
+ * the connection closed, as redis-server does.
  *
  * --recv: how connections receive. multishot, the default: one
  * multishot recv per connection into a provided buffer ring of its
@@ -195,6 +200,7 @@ struct config {
 	struct front_options front; /* --recv, --recv-buffers */
 	const char *requirepass; /* NULL: none */
 	long long maxclients, max_bulk, query_buf_max;
+	long long out_hard, out_soft, out_soft_secs; /* output limit */
 	enum crash_point crash_after; /* tests: die there (SIGKILL) */
 	struct checkpointer_options ckpt; /* --checkpoint-bytes, -events */
 	bool no_checkpoints;		  /* --no-checkpoints */
@@ -225,6 +231,7 @@ static void server_stats(void *arg, struct server_stats *st)
 {
 	struct server *srv = arg;
 	struct front_stats fs;
+	unsigned i;
 
 	front_get_stats(srv->front, &fs);
 	*st = (struct server_stats){
@@ -233,12 +240,19 @@ static void server_stats(void *arg, struct server_stats *st)
 		.rejected = fs.rejected,
 		.commands = fs.commands,
 		.protocol_errors = fs.protocol_errors,
+		.output_limit_closed = fs.output_limit_closed,
 		.accounts = bank_accounts(srv->bank),
 		.changes = bank_changes(srv->bank),
 		.overdrafts = bank_overdrafts(srv->bank),
 		.checkpoints = srv->ckpt != NULL,
 		.recovery_ns = srv->recovery_ns,
 	};
+	for (i = 0; i < srv->nworkers && !st->journal_error; i++) {
+		const struct journal *j = bank_journal(srv->bank, i);
+
+		if (atomic_load_explicit(&j->failed, memory_order_acquire))
+			st->journal_error = j->why;
+	}
 	if (srv->ckpt)
 		checkpointer_get_stats(srv->ckpt, &st->ckpt);
 }
@@ -294,6 +308,9 @@ static void init_commands(struct server *srv)
 		.requirepass = c->requirepass,
 		.max_bulk = (size_t)c->max_bulk,
 		.query_buf_max = (size_t)c->query_buf_max,
+		.out_hard = (size_t)c->out_hard,
+		.out_soft = (size_t)c->out_soft,
+		.out_soft_ns = (uint64_t)c->out_soft_secs * 1000000000ull,
 		.maxclients = (unsigned)c->maxclients,
 		.start_ns = now_ns(),
 		.stats = server_stats,
@@ -391,6 +408,13 @@ static void replay_into_groups(struct server *srv)
 
 	replay_journals(srv->cfg.dir, accounts, true, &srv->replayed);
 	srv->recovery_ns = now_ns() - t0;
+	if (srv->replayed.interrupted) {
+		printf("ledger_server: stopped during replay by a signal, after "
+		       "%" PRIu64 " events; the journals are untouched\n",
+		       srv->replayed.events);
+		fflush(stdout);
+		_exit(0); /* the idle workers go with the process */
+	}
 	srv->bank = bank_new(srv->disp, accounts);
 }
 
@@ -487,6 +511,7 @@ static void block_signals(void)
 	sigset_t set;
 
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN); /* a file size limit: EFBIG, not death */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
@@ -688,6 +713,8 @@ static const char usage_text[] =
 	"                     [--requirepass PASSWORD] [--maxclients N]\n"
 	"                     [--proto-max-bulk-len BYTES] "
 	"[--client-query-buffer-limit BYTES]\n"
+	"                     [--client-output-buffer-limit "
+	"'HARD SOFT SECONDS']\n"
 	"                     [--recv multishot|single] [--recv-buffers N]\n"
 	"                     [--checkpoint-bytes BYTES] "
 	"[--checkpoint-events N]\n"
@@ -702,10 +729,27 @@ static const char usage_text[] =
 	"            --journal-sync dsync, --worker-cpus auto, no password,\n"
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
 	"            --client-query-buffer-limit 16777216,\n"
+	"            --client-output-buffer-limit '8388608 4194304 10',\n"
 	"            --recv multishot --recv-buffers 256,\n"
 	"            --checkpoint-bytes 16777216 --checkpoint-events 100000"
 	" (0: not by that)\n"
-	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
+	"       ledger_server --verify [--dir DIR] [--dump FILE]\n"
+	"  fixed: before AUTH at most 10 arguments and bulks of 16 KiB; a "
+	"\"POST\" or\n"
+	"         \"Host:\" line closes the connection (cross-protocol "
+	"scripting)\n";
+
+/* --client-output-buffer-limit "HARD SOFT SECONDS", as Redis's normal. */
+static void parse_output_limit(const char *s, struct config *c)
+{
+	char hard[24], soft[24], secs[24], extra;
+
+	if (sscanf(s, "%23s %23s %23s %c", hard, soft, secs, &extra) != 3)
+		opts_bad();
+	c->out_hard = opts_number(hard, 0, 1L << 40);
+	c->out_soft = opts_number(soft, 0, 1L << 40);
+	c->out_soft_secs = opts_number(secs, 0, 86400);
+}
 
 /* The index of s in names[n], or opts_bad(). */
 static int choice(const char *s, const char *const *names, int n)
@@ -768,6 +812,7 @@ static void parse_option(int ch, struct config *c)
 	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;
 	case 'B': c->max_bulk = opts_number(optarg, 1, 1L << 30); break;
 	case 'Q': c->query_buf_max = opts_number(optarg, 1024, 1L << 31); break;
+	case 'O': parse_output_limit(optarg, c); break;
 	case 'r':
 		c->front.recv = choice(optarg, recv, 2) ? FRONT_RECV_SINGLE :
 							  FRONT_RECV_MULTISHOT;
@@ -808,6 +853,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "maxclients", required_argument, NULL, 'M' },
 		{ "proto-max-bulk-len", required_argument, NULL, 'B' },
 		{ "client-query-buffer-limit", required_argument, NULL, 'Q' },
+		{ "client-output-buffer-limit", required_argument, NULL, 'O' },
 		{ "recv", required_argument, NULL, 'r' },
 		{ "recv-buffers", required_argument, NULL, 'b' },
 		{ "checkpoint-bytes", required_argument, NULL, 'K' },
@@ -829,12 +875,14 @@ static void parse_options(int argc, char **argv, struct config *c)
 			      .metrics_port = -1, .worker_cpus = "auto",
 			      .maxclients = 10000, .max_bulk = 8 << 20,
 			      .query_buf_max = 16 << 20,
+			      .out_hard = 8 << 20, .out_soft = 4 << 20,
+			      .out_soft_secs = 10,
 			      .front = { .recv = FRONT_RECV_MULTISHOT,
 					 .recv_buffers = 256 },
 			      .ckpt = { .bytes = CHECKPOINT_BYTES_DEFAULT,
 					.events = CHECKPOINT_EVENTS_DEFAULT } };
 	while ((ch = getopt_long(argc, argv,
-				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:r:b:K:E:Nh",
+				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:O:X:r:b:K:E:Nh",
 				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)

@@ -119,7 +119,13 @@ typedef struct agr_wow_bus_options {
 	const char *group;	   /* Wow's receiverGroup; not NULL */
 	const char *consumer;	   /* NULL: a fresh unique name */
 	unsigned block_ms;	   /* XREADGROUP BLOCK; 0: 2000 */
-	unsigned count;		   /* XREADGROUP COUNT; 0: none (Wow) */
+	/*
+	 * XREADGROUP COUNT at most; 0: no cap of its own. Every read asks
+	 * for at most what max_in_flight leaves room for, shared by the
+	 * topics: unlike Wow, which reads without COUNT and so takes a
+	 * whole backlog into memory in one reply.
+	 */
+	unsigned count;
 	/*
 	 * Entries admitted and not yet acked, over all topics, beyond
 	 * which reading pauses until acks free room; 0: 4096.
