@@ -128,6 +128,22 @@ stop_ms=$(field "$data/server.log" 'stopped cleanly in ' ' ms')
 	--dump "$data/balances.txt" >"$data/verify.log" 2>&1 ||
 	{ cat "$data/verify.log"; fail "ledger_server --verify"; }
 cat "$data/verify.log"
+# The clean stop took a checkpoint of everything: --verify uses it and
+# finds nothing after it to replay.
+ckpt_seq=$(field "$data/verify.log" 'verify: checkpoint ' ' (')
+[ -n "$ckpt_seq" ] || fail "--verify found no checkpoint of the clean stop"
+after_ckpt=$(field "$data/verify.log" 'valid and used; ' ' events after it')
+[ "$after_ckpt" = 0 ] ||
+	fail "$after_ckpt events left after the checkpoint of the clean stop"
+ckpt_line=$(sed -n 's/^ledger_server: \([0-9]* checkpoints taken.*\)/\1/p' \
+	"$data/server.log")
+ckpt_taken=$(field "$data/server.log" 'ledger_server: ' ' checkpoints taken')
+ckpt_pos=$(field "$data/server.log" 'at journal position ')
+ckpt_size=$(field "$data/server.log" 'at journal position [0-9]*, ' ' bytes')
+ckpt_ms=$(field "$data/server.log" 'bytes, written in ' ' ms')
+ckpt_after=$(field "$data/server.log" ' ms, ' ' journal bytes after it')
+ckpt_freed=$(field "$data/server.log" 'after it; ' ' journal bytes freed')
+[ -n "$ckpt_line" ] || fail "the server did not report its checkpoints"
 journaled=$(field "$data/verify.log" ' journals, ' ' events')
 [ "$journaled" = "$events" ] ||
 	fail "the journals hold $journaled events, the server journaled $events"
@@ -154,6 +170,12 @@ start_server "$data/server2.log"
 replayed=$(field "$data/server2.log" 'replayed ' ' events')
 [ "$replayed" = "$events" ] ||
 	fail "the restart replayed $replayed events, not $events"
+past_ckpt=$(field "$data/server2.log" ' and the ' ' events after it')
+[ "$past_ckpt" = 0 ] ||
+	fail "the restart replayed $past_ckpt events past the checkpoint"
+recovery_ms=$(field "$data/server2.log" 'recovered in ' ' ms')
+grep -q "from checkpoint $ckpt_seq " "$data/server2.log" ||
+	fail "the restart did not start from checkpoint $ckpt_seq"
 "$ex/ledger_load" --port "$port" --check "$data/expected.txt" \
 	>"$data/check.log" 2>&1 ||
 	{ cat "$data/check.log"; fail "balances after the restart"; }
@@ -167,7 +189,8 @@ if $bench; then
 	served=$((served + $(field "$data/check2.log" 'check: ' ' of')))
 fi
 stop_server "$data/server2.log"
-say "restart: replayed $replayed events; served $served balances again"
+say "restart: recovered in $recovery_ms ms from checkpoint $ckpt_seq;" \
+	"served $served balances again"
 
 # ---- 5. the journal example ----
 say "journal example: $journal_events events, one fdatasync each"
@@ -223,15 +246,22 @@ printf '   %s withdrawals refused (insufficient funds), never journaled\n' \
 	"$refused"
 printf ' %-16s SIGTERM -> stopped cleanly in %s ms (deadline %s s)\n' \
 	'graceful stop' "$stop_ms" "$stop_deadline"
-printf ' %-16s %s events read back; %s of %s ledger_load balances match\n' \
-	journals "$journaled" "$load_ok" \
+printf ' %-16s %s taken (the last at the stop): checkpoint %s covers journal\n' \
+	checkpoints "$ckpt_taken" "$ckpt_seq"
+printf ' %-16s position %s, %s bytes, written in %s ms; %s journal bytes after\n' \
+	'' "$ckpt_pos" "$ckpt_size" "$ckpt_ms" "$ckpt_after"
+printf ' %-16s it; %s journal bytes freed\n' '' "$ckpt_freed"
+printf ' %-16s %s events in checkpoint %s, 0 after it; %s of %s ledger_load\n' \
+	journals "$journaled" "$ckpt_seq" "$load_ok" \
 	"$(wc -l <"$data/expected.txt" | tr -d ' ')"
+printf ' %-16s balances match\n' ''
 if $bench; then
 	printf ' %-16s key:* balances add up to the %s INCRBYs sent\n' '' \
 		"$bench_sent"
 fi
-printf ' %-16s replayed %s events, served the same %s balances\n' \
-	restart "$replayed" "$served"
+printf ' %-16s recovered in %s ms: checkpoint %s (%s events), 0 after it,\n' \
+	restart "$recovery_ms" "$ckpt_seq" "$replayed"
+printf ' %-16s served the same %s balances\n' '' "$served"
 printf ' %-16s %s events, %s durable events/s, verify OK\n' \
 	'journal example' "$journal_events" "$journal_rate"
 echo "$line"

@@ -28,6 +28,8 @@ struct http_metrics {
 	struct acceptor *acceptor;
 	struct drain *drain;
 	struct http_conn *scrapes; /* open ones; HTTP_WORKER's only */
+	http_metrics_extra_fn extra; /* more of the page, or NULL */
+	void *extra_arg;
 	atomic_bool stopping;
 };
 
@@ -99,17 +101,27 @@ static int http_status(const char *req, size_t len)
  * first call only sizes it; counters may gain digits before the second
  * one, hence the slack and the loop.
  */
-static int http_render(struct http_conn *h, size_t *len)
+static int http_render_into(struct http_conn *h, char *buf, size_t cap)
 {
 	agr_dispatcher *const ds[] = { h->m->disp };
-	int n = agr_metrics_write_prometheus(ds, 1, NULL, 0);
+	int n = agr_metrics_write_prometheus(ds, 1, buf, cap), e;
+
+	if (n < 0 || !h->m->extra)
+		return n;
+	e = h->m->extra(h->m->extra_arg, (size_t)n < cap ? buf + n : NULL,
+			(size_t)n < cap ? cap - (size_t)n : 0);
+	return e < 0 ? e : n + e;
+}
+
+static int http_render(struct http_conn *h, size_t *len)
+{
+	int n = http_render_into(h, NULL, 0);
 	size_t cap = 0;
 
 	while (n >= 0 && (size_t)n >= cap) {
 		cap = (size_t)n + 1024;
 		h->resp = xrealloc(h->resp, HTTP_HEAD_MAX + cap);
-		n = agr_metrics_write_prometheus(ds, 1,
-						 h->resp + HTTP_HEAD_MAX, cap);
+		n = http_render_into(h, h->resp + HTTP_HEAD_MAX, cap);
 	}
 	*len = (size_t)n;
 	return n < 0 ? n : 0;
@@ -230,7 +242,18 @@ static void http_take(void *arg, int fd)
 struct http_metrics *http_metrics_start(agr_dispatcher *disp, int port,
 					struct drain *drain, int *bound)
 {
+	return http_metrics_start_extra(disp, port, drain, bound, NULL, NULL);
+}
+
+struct http_metrics *http_metrics_start_extra(agr_dispatcher *disp, int port,
+					      struct drain *drain, int *bound,
+					      http_metrics_extra_fn extra,
+					      void *extra_arg)
+{
 	struct http_metrics *m = xcalloc(1, sizeof(*m));
+
+	m->extra = extra;
+	m->extra_arg = extra_arg;
 	int fd, ret;
 
 	m->disp = disp;

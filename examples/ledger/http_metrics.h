@@ -13,6 +13,8 @@
 #ifndef EXAMPLES_HTTP_METRICS_H
 #define EXAMPLES_HTTP_METRICS_H
 
+#include <stddef.h>
+
 #include <aggring.h>
 
 #include "drain.h"
@@ -25,6 +27,18 @@ struct http_metrics;
  */
 struct http_metrics *http_metrics_start(agr_dispatcher *disp, int port,
 					struct drain *drain, int *bound);
+
+/*
+ * The same, with more of the page: extra(arg, buf, cap), on worker 0,
+ * writes its Prometheus text after the dispatcher's as snprintf does
+ * (buf NULL and cap 0 to size it) and returns its length, or a negative
+ * errno.
+ */
+typedef int (*http_metrics_extra_fn)(void *arg, char *buf, size_t cap);
+struct http_metrics *http_metrics_start_extra(agr_dispatcher *disp, int port,
+					      struct drain *drain, int *bound,
+					      http_metrics_extra_fn extra,
+					      void *extra_arg);
 
 /*
  * Any thread: stop accepting and drop every scrape in progress; their

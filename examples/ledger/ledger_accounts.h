@@ -93,6 +93,16 @@ void accounts_each(const struct accounts *a,
 		   void (*fn)(void *arg, const char *key, long long balance),
 		   void *arg);
 
+/*
+ * Calls fn with records that, applied in that order with
+ * accounts_apply() to an empty table, rebuild every account as it is:
+ * its balance or string, and the request ids it remembers with their
+ * replies (a checkpoint, ledger_checkpoint.h). rec is valid only during
+ * the call.
+ */
+void accounts_dump(const struct accounts *a,
+		   void (*fn)(void *arg, const struct record *rec), void *arg);
+
 /* ---- messages ---- */
 
 enum account_op {

@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "buf.h"
+#include "ledger_checkpointer.h"
 #include "ledger_accounts.h"
 #include "resp.h"
 
@@ -49,6 +50,9 @@ struct server_stats {
 	uint64_t protocol_errors, accounts, changes, overdrafts;
 	uint64_t output_limit_closed;
 	const char *journal_error; /* the first failed journal's why; NULL */
+	bool checkpoints; /* a checkpointer runs: ckpt is filled */
+	struct checkpointer_stats ckpt;
+	uint64_t recovery_ns; /* the replay at startup took this long */
 };
 
 /* The server, as the commands see it; set up once, then read only. */

@@ -91,13 +91,24 @@ static void info_memory(struct info_text *t)
 static void info_persistence(struct info_text *t,
 			     const struct server_stats *st)
 {
+	const struct checkpointer_stats *c = &st->ckpt;
+
 	add(t, "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\n"
 	    "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"
-	    "aof_enabled:1\r\naof_rewrite_in_progress:0\r\n"
+	    "aof_enabled:1\r\naof_rewrite_in_progress:%d\r\n"
 	    "appendfsync:always\r\naof_last_write_status:%s\r\n"
-	    "journal_error:%s\r\njournal_changes:%" PRIu64 "\r\n\r\n",
-	    st->journal_error ? "err" : "ok",
+	    "journal_error:%s\r\njournal_changes:%" PRIu64 "\r\n",
+	    c->running, st->journal_error ? "err" : "ok",
 	    st->journal_error ? st->journal_error : "", st->changes);
+	add(t, "checkpoints_enabled:%d\r\ncheckpoint_seq:%" PRIu64 "\r\n"
+	    "checkpoint_position:%" PRIu64 "\r\ncheckpoint_age_sec:%.3f\r\n"
+	    "checkpoint_size:%" PRIu64 "\r\ncheckpoint_duration_ms:%.3f\r\n"
+	    "checkpoints_taken:%" PRIu64 "\r\ncheckpoints_failed:%" PRIu64
+	    "\r\njournal_bytes_since_checkpoint:%" PRIu64 "\r\n"
+	    "journal_bytes_freed:%" PRIu64 "\r\nrecovery_time_ms:%.3f\r\n\r\n",
+	    st->checkpoints, c->seq, c->position, (double)c->age_ns / 1e9,
+	    c->size, (double)c->duration_ns / 1e6, c->taken, c->failed,
+	    c->journal_bytes, c->freed, (double)st->recovery_ns / 1e6);
 }
 
 static void info_stats(struct info_text *t, const struct server_stats *st)

@@ -511,6 +511,8 @@ static void journal_synced(int res, void *arg)
 	if (j->direct)
 		keep_tail(j);
 	j->offset += j->flushing->len;
+	atomic_store_explicit(&j->durable_end, j->offset,
+			      memory_order_release);
 	j->durable_id = j->flushing->id; /* before its waiters are told */
 	j->bytes += j->flushing->len;
 	j->events += j->flushing->count;
@@ -665,6 +667,7 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
 		return ret;
 	}
 	j->zeroed = (uint64_t)st.st_size;
+	atomic_store_explicit(&j->durable_end, end, memory_order_relaxed);
 	j->dev = st.st_dev;
 	j->ino = st.st_ino;
 	return 0;

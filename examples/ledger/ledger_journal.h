@@ -104,6 +104,7 @@ struct journal {
 	bool waiting;	 /* the next batch waits for the zero fill */
 	bool holds_zeros; /* counted among the users of the zero buffer */
 	uint64_t offset; /* end of what is durable */
+	_Atomic uint64_t durable_end; /* offset, for other threads (acquire) */
 	uint64_t durable_id; /* the last batch made durable; 0: none */
 	uint64_t zeroed; /* below this the file holds records or zeros */
 	uint64_t zero_at; /* where the zero fill in flight writes */

@@ -152,6 +152,11 @@ static size_t seal(char *dst, size_t n)
 	return n;
 }
 
+uint32_t record_crc32(const char *p, size_t n)
+{
+	return crc32_of(p, n);
+}
+
 size_t record_seal(char *dst, const char *body)
 {
 	return seal(dst, put_str(dst, 0, body, RECORD_MAX - 10));

@@ -28,6 +28,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define KEY_MAX 128
 #define REQID_MAX 64 /* a request id: printable ASCII, no spaces */
@@ -38,6 +39,9 @@
 
 /* Fills the CRC table; once, before any thread starts. */
 void record_init(void);
+
+/* The CRC-32 of [p, p + n), as records use it (record_init() first). */
+uint32_t record_crc32(const char *p, size_t n);
 
 /* Whether [p, p + len) is a valid account name. */
 bool key_valid(const char *p, size_t len);

@@ -168,6 +168,28 @@ static void replay_tail(struct replay_result *r, bool repair, FILE *f,
 		die("%s: %s", path, strerror(errno));
 }
 
+/*
+ * Where journal-idx.log's replay starts: at the checkpoint's position,
+ * which must still be there (not freed by a compaction).
+ */
+static uint64_t replay_start(FILE *f, const char *path, uint64_t size,
+			     const struct checkpoint *cp, unsigned idx)
+{
+	uint64_t start = checkpoint_pos(cp, idx);
+
+	if (start > size)
+		die("%s: %" PRIu64 " bytes, but checkpoint %" PRIu64
+		    " starts it at %" PRIu64, path, size, cp->seq, start);
+	if (!checkpoint_journal_intact(fileno(f), start))
+		die("%s: compacted past %" PRIu64 ", where %s: the "
+		    "checkpoint that covered it is missing or invalid", path,
+		    start, cp->seq ? "the newest valid checkpoint starts" :
+				     "replay without a checkpoint starts");
+	if (start && fseeko(f, (off_t)start, SEEK_SET) < 0)
+		die("%s: %s", path, strerror(errno));
+	return start;
+}
+
 /* One journal-idx.log at `path`. */
 static void replay_journal(struct accounts *accounts, bool repair,
 			   struct replay_result *r, const char *path,
@@ -179,7 +201,9 @@ static void replay_journal(struct accounts *accounts, bool repair,
 
 	if (!f || fstat(fileno(f), &st) < 0)
 		die("%s: %s", path, strerror(errno));
-	valid = replay_file(accounts, r, f, path, t);
+	valid = replay_start(f, path, (uint64_t)st.st_size, &r->checkpoint,
+			     idx);
+	valid += replay_file(accounts, r, f, path, t);
 	r->journals++;
 	if (r->interrupted) { /* the rest was not read: cut nothing */
 		fclose(f);
@@ -189,6 +213,28 @@ static void replay_journal(struct accounts *accounts, bool repair,
 		replay_tail(r, repair, f, path, valid, (uint64_t)st.st_size);
 	keep_end(r, idx, valid);
 	fclose(f);
+}
+
+static void checkpoint_xfer(void *arg, const struct record *rec)
+{
+	note_transfer(arg, rec);
+}
+
+/*
+ * The newest valid checkpoint into accounts and t; every journal it
+ * names ends at least at its position (one missing starts there anew).
+ */
+static void replay_checkpoint(const char *dir, struct accounts *accounts,
+			      struct replay_result *r, struct transfer_log *t)
+{
+	struct checkpoint *cp = &r->checkpoint;
+	int ret = checkpoint_load(dir, accounts, checkpoint_xfer, t, cp);
+	unsigned i;
+
+	if (ret < 0)
+		die("%s: %s", dir, strerror(-ret));
+	for (i = 0; i < cp->npos; i++)
+		keep_end(r, i, cp->pos[i]);
 }
 
 static void count_account(void *arg, const char *key, long long balance)
@@ -212,6 +258,7 @@ void replay_journals(const char *dir, struct accounts *accounts,
 	*r = (struct replay_result){ 0 };
 	if (!d)
 		die("%s: %s", dir, strerror(errno));
+	replay_checkpoint(dir, accounts, r, &t);
 	while (!r->interrupted && (e = readdir(d)) != NULL) {
 		char path[PATH_MAX];
 		unsigned idx;
@@ -251,14 +298,29 @@ int replay_verify(const char *dir, const char *dump)
 		snprintf(total, sizeof(total), "over 2^63");
 	else
 		snprintf(total, sizeof(total), "%lld", r.total);
+	if (r.checkpoint.seq)
+		printf("verify: checkpoint %" PRIu64 " (%" PRIu64 " bytes, %"
+		       PRIu64 " records, %" PRIu64 " events) valid and used%s; "
+		       "%" PRIu64 " events after it\n",
+		       r.checkpoint.seq, r.checkpoint.size,
+		       r.checkpoint.records, r.checkpoint.events,
+		       r.checkpoint.skipped ? "; newer ones INVALID" : "",
+		       r.events);
+	else
+		printf("verify: no valid checkpoint%s: replaying every "
+		       "journal from its start\n",
+		       r.checkpoint.skipped ? " (INVALID ones passed over)" :
+					      "");
 	printf("verify: %u journals, %" PRIu64 " events, %" PRIu64
 	       " accounts, total balance %s, %u open transfers (%lld in "
 	       "flight), %" PRIu64 " torn bytes: %s\n",
-	       r.journals, r.events, r.accounts, total, r.nopen,
+	       r.journals, r.checkpoint.events + r.events, r.accounts, total,
+	       r.nopen,
 	       r.in_flight, r.torn_bytes,
 	       r.negative ? "FAILED (negative balances)" : "OK");
 	accounts_free(accounts);
 	free(r.ends);
 	free(r.open);
+	free(r.checkpoint.pos);
 	return r.negative ? 1 : 0;
 }

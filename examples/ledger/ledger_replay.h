@@ -3,8 +3,9 @@
  * ledger_replay.h - rebuilding the balances from the journals, at a
  * restart and for --verify.
  *
- * Replay sums each account's amounts over every journal-I.log in the
- * directory, so it does not depend on the worker or group count; in
+ * Replay starts from the newest valid checkpoint (ledger_checkpoint.h),
+ * if there is one, and sums each account's amounts over every
+ * journal-I.log in the directory after the checkpoint's position in it, so it does not depend on the worker or group count; in
  * each file it stops at the first line that is incomplete or fails its
  * CRC (ledger_record.h). What follows must be the zeros a direct
  * journal wrote ahead; anything else is a torn batch, never
@@ -20,8 +21,9 @@
 #include <stdint.h>
 
 #include "ledger_accounts.h"
+#include "ledger_checkpoint.h"
 
-/* What a replay found; the caller's, `ends` to free(). */
+/* What a replay found; the caller's: ends, open, checkpoint.pos to free(). */
 struct replay_result {
 	unsigned journals;
 	uint64_t events, torn_bytes;
@@ -34,6 +36,7 @@ struct replay_result {
 	struct open_transfer *open; /* [nopen], to free() */
 	unsigned nopen;
 	long long in_flight; /* the sum of their amounts */
+	struct checkpoint checkpoint; /* the one it started from; pos too */
 	bool interrupted; /* SIGTERM or SIGINT pending: stopped, repaired
 			   * nothing; the rest of the result is partial */
 };

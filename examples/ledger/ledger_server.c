@@ -14,6 +14,8 @@
  *                 [--journal-sync dsync|fdatasync]
  *                 [--worker-cpus auto|none|LIST]
  *                 [--recv multishot|single] [--recv-buffers N]
+ *                 [--checkpoint-bytes BYTES] [--checkpoint-events N]
+ *                 [--no-checkpoints]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
@@ -77,7 +79,20 @@
  *
  * --crash-after debit|credit|refusal, for tests: the server kills
  * itself (SIGKILL) at that step of the first TRANSFER that reaches it,
- * so that a restart shows the saga finished or compensated.
+ * so that a restart shows the saga finished or compensated;
+ * checkpoint-write|checkpoint-rename|compaction: at that step of the
+ * first checkpoint cycle that reaches it (written but not fsync'd;
+ * renamed but the directory not fsync'd; one journal freed of two).
+ *
+ * Checkpoints (ledger_checkpoint.h): once the journals have grown by
+ * --checkpoint-bytes (16 MiB) or --checkpoint-events (100,000) since
+ * the last checkpoint, a thread of its own writes the next one from
+ * the last one and the journals' durable bytes, without stopping the
+ * workers; and a last one at a clean stop. A restart loads the newest
+ * valid checkpoint and replays only the journal after it. The journal
+ * blocks before the previous checkpoint's positions are freed
+ * (fallocate PUNCH_HOLE). --no-checkpoints: none (the journals only
+ * grow, and a restart replays them all).
  *
  * Threads and rings. One supplier, one scheduler ("bank"/"Account") of
  * N workers, each a thread with its own io_uring ring, and one
@@ -141,6 +156,9 @@
  *   ledger_table.c     the account tables and their REQID windows
  *   ledger_journal.c   group commit; ledger_record.c its format
  *   ledger_replay.c    replay on restart, and --verify
+ *   ledger_checkpoint.c  checkpoints: written, found, and the journal
+ *                      they cover freed
+ *   ledger_checkpointer.c  when: the thresholds, the stop; the stats
  *   ledger_cpus.c      --worker-cpus; http_metrics.c GET /metrics
  *   examples/common/   resp.c (RESP2), acceptor.c, net.c, drain.c,
  *                      opts.c, util.c, buf.c: shared with the others
@@ -171,6 +189,7 @@
 #include "ledger_cpus.h"
 #include "ledger_journal.h"
 #include "ledger_record.h"
+#include "ledger_checkpointer.h"
 #include "ledger_replay.h"
 #include "ledger_request.h"
 #include "opts.h"
@@ -200,6 +219,8 @@ struct config {
 	long long maxclients, max_bulk, query_buf_max;
 	long long out_hard, out_soft, out_soft_secs; /* output limit */
 	enum crash_point crash_after; /* tests: die there (SIGKILL) */
+	struct checkpointer_options ckpt; /* --checkpoint-bytes, -events */
+	bool no_checkpoints;		  /* --no-checkpoints */
 };
 
 struct server {
@@ -216,6 +237,8 @@ struct server {
 	struct bank *bank;	      /* the accounts and the journals */
 	struct bank_completion replies; /* completions, past the bank */
 	struct replay_result replayed;
+	uint64_t recovery_ns;	    /* the replay at startup */
+	struct checkpointer *ckpt;  /* NULL with --no-checkpoints */
 	unsigned journals_direct; /* journals that could use O_DIRECT */
 	struct command_server cmd; /* what the commands see of us */
 };
@@ -240,6 +263,8 @@ static void server_stats(void *arg, struct server_stats *st)
 		.accounts = bank_accounts(srv->bank),
 		.changes = bank_changes(srv->bank),
 		.overdrafts = bank_overdrafts(srv->bank),
+		.checkpoints = srv->ckpt != NULL,
+		.recovery_ns = srv->recovery_ns,
 	};
 	for (i = 0; i < srv->nworkers && !st->journal_error; i++) {
 		const struct journal *j = bank_journal(srv->bank, i);
@@ -247,6 +272,51 @@ static void server_stats(void *arg, struct server_stats *st)
 		if (atomic_load_explicit(&j->failed, memory_order_acquire))
 			st->journal_error = j->why;
 	}
+	if (srv->ckpt)
+		checkpointer_get_stats(srv->ckpt, &st->ckpt);
+}
+
+/* /metrics: the checkpoints and the recovery, after the dispatcher's. */
+static int ledger_metrics(void *arg, char *buf, size_t cap)
+{
+	struct server_stats st;
+
+	server_stats(arg, &st);
+	return snprintf(buf, cap,
+		"# HELP ledger_checkpoint_seq The current checkpoint (0: none).\n"
+		"# TYPE ledger_checkpoint_seq gauge\n"
+		"ledger_checkpoint_seq %" PRIu64 "\n"
+		"# HELP ledger_checkpoint_position_bytes Journal bytes the "
+		"current checkpoint covers, over all journals.\n"
+		"# TYPE ledger_checkpoint_position_bytes gauge\n"
+		"ledger_checkpoint_position_bytes %" PRIu64 "\n"
+		"# HELP ledger_checkpoint_age_seconds Since the current "
+		"checkpoint was taken (or the server started).\n"
+		"# TYPE ledger_checkpoint_age_seconds gauge\n"
+		"ledger_checkpoint_age_seconds %.3f\n"
+		"# HELP ledger_checkpoint_size_bytes The current checkpoint's "
+		"size.\n"
+		"# TYPE ledger_checkpoint_size_bytes gauge\n"
+		"ledger_checkpoint_size_bytes %" PRIu64 "\n"
+		"# HELP ledger_checkpoint_duration_seconds The last "
+		"checkpoint cycle's duration.\n"
+		"# TYPE ledger_checkpoint_duration_seconds gauge\n"
+		"ledger_checkpoint_duration_seconds %.6f\n"
+		"# HELP ledger_checkpoints_total Checkpoint cycles, by result.\n"
+		"# TYPE ledger_checkpoints_total counter\n"
+		"ledger_checkpoints_total{result=\"ok\"} %" PRIu64 "\n"
+		"ledger_checkpoints_total{result=\"failed\"} %" PRIu64 "\n"
+		"# HELP ledger_journal_bytes_since_checkpoint Durable journal "
+		"bytes a restart would replay.\n"
+		"# TYPE ledger_journal_bytes_since_checkpoint gauge\n"
+		"ledger_journal_bytes_since_checkpoint %" PRIu64 "\n"
+		"# HELP ledger_recovery_seconds The replay at startup.\n"
+		"# TYPE ledger_recovery_seconds gauge\n"
+		"ledger_recovery_seconds %.6f\n",
+		st.ckpt.seq, st.ckpt.position, (double)st.ckpt.age_ns / 1e9,
+		st.ckpt.size, (double)st.ckpt.duration_ns / 1e9, st.ckpt.taken,
+		st.ckpt.failed, st.ckpt.journal_bytes,
+		(double)st.recovery_ns / 1e9);
 }
 
 static void init_commands(struct server *srv)
@@ -354,8 +424,10 @@ static void start_dispatcher(struct server *srv)
 static void replay_into_groups(struct server *srv)
 {
 	struct accounts *accounts = accounts_new(srv->ngroups);
+	uint64_t t0 = now_ns();
 
 	replay_journals(srv->cfg.dir, accounts, true, &srv->replayed);
+	srv->recovery_ns = now_ns() - t0;
 	if (srv->replayed.interrupted) {
 		printf("ledger_server: stopped during replay by a signal, after "
 		       "%" PRIu64 " events; the journals are untouched\n",
@@ -419,8 +491,24 @@ static void print_started(const struct server *srv, int port,
 {
 	printf("ledger_server: %u workers, %d groups; replayed %" PRIu64
 	       " events from %u journals: %" PRIu64 " accounts\n",
-	       srv->nworkers, srv->ngroups, srv->replayed.events,
+	       srv->nworkers, srv->ngroups,
+	       srv->replayed.checkpoint.events + srv->replayed.events,
 	       srv->replayed.journals, srv->replayed.accounts);
+	if (srv->replayed.checkpoint.seq)
+		printf("ledger_server: recovered in %.1f ms from checkpoint %"
+		       PRIu64 " (%" PRIu64 " bytes, %" PRIu64 " events) and "
+		       "the %" PRIu64 " events after it\n",
+		       (double)srv->recovery_ns / 1e6,
+		       srv->replayed.checkpoint.seq,
+		       srv->replayed.checkpoint.size,
+		       srv->replayed.checkpoint.events, srv->replayed.events);
+	else
+		printf("ledger_server: recovered in %.1f ms, no checkpoint\n",
+		       (double)srv->recovery_ns / 1e6);
+	if (srv->ckpt)
+		printf("ledger_server: checkpoints every %" PRIu64
+		       " journal bytes or %" PRIu64 " events, and at a clean "
+		       "stop\n", srv->cfg.ckpt.bytes, srv->cfg.ckpt.events);
 	printf("ledger_server: journal I/O %s, %s\n", journal_io_name(srv),
 	       srv->cfg.journal_sync == JOURNAL_SYNC_FDATASYNC ?
 		       "write + fdatasync" :
@@ -459,6 +547,13 @@ static int network_start(void *self)
 	struct server *srv = self;
 
 	bank_set_crash(srv->bank, srv->cfg.crash_after);
+	if (!srv->cfg.no_checkpoints)
+		srv->ckpt = checkpointer_start(srv->cfg.dir, srv->bank,
+					       srv->nworkers,
+					       srv->replayed.ends,
+					       srv->replayed.nends,
+					       &srv->replayed.checkpoint,
+					       &srv->cfg.ckpt);
 	if (srv->replayed.nopen)
 		printf("ledger_server: resuming %u open transfers (%lld in "
 		       "flight)\n",
@@ -471,10 +566,9 @@ static int network_start(void *self)
 	srv->cmd.groups = srv->ngroups;
 	front_start(srv->front, srv->disp, srv->cfg.port, &srv->port);
 	if (srv->cfg.metrics_port >= 0)
-		srv->metrics = http_metrics_start(srv->disp,
-						  srv->cfg.metrics_port,
-						  &srv->drain,
-						  &srv->metrics_port);
+		srv->metrics = http_metrics_start_extra(
+			srv->disp, srv->cfg.metrics_port, &srv->drain,
+			&srv->metrics_port, ledger_metrics, srv);
 	return 0;
 }
 
@@ -636,10 +730,34 @@ static void print_summary(struct server *srv, bool clean, uint64_t ns)
 	fflush(stdout);
 }
 
+/*
+ * The last checkpoint, of everything journaled, once the workers have
+ * ended: only after a clean stop with every journal intact (else the
+ * next start replays, which is as safe, only longer).
+ */
+static void stop_checkpoints(struct server *srv, bool clean)
+{
+	struct checkpointer_stats st;
+
+	if (!srv->ckpt)
+		return;
+	checkpointer_stop(srv->ckpt, clean, &st);
+	srv->ckpt = NULL;
+	printf("ledger_server: %" PRIu64 " checkpoints taken (%" PRIu64
+	       " failed)%s; the current one: %" PRIu64 " at journal position %"
+	       PRIu64 ", %" PRIu64 " bytes, written in %.1f ms, %" PRIu64
+	       " journal bytes after it; %" PRIu64 " journal bytes freed\n",
+	       st.taken, st.failed, clean ? ", the last at this stop" : "",
+	       st.seq, st.position, st.size, (double)st.duration_ns / 1e6,
+	       st.journal_bytes, st.freed);
+	fflush(stdout);
+}
+
 static void free_server(struct server *srv)
 {
 	free(srv->replayed.ends);
 	free(srv->replayed.open);
+	free(srv->replayed.checkpoint.pos);
 	bank_free(srv->bank);
 	front_free(srv->front);
 	if (srv->metrics)
@@ -660,6 +778,7 @@ static int serve(struct server *srv)
 	agr_watchdog_stop(); /* after the workers: they may still report */
 	print_summary(srv, clean, now_ns() - t0);
 	journal_ok = journals_ok(srv);
+	stop_checkpoints(srv, clean && journal_ok);
 	free_server(srv);
 	return clean && journal_ok ? 0 : 1;
 }
@@ -681,7 +800,12 @@ static const char usage_text[] =
 	"                     [--client-output-buffer-limit "
 	"'HARD SOFT SECONDS']\n"
 	"                     [--recv multishot|single] [--recv-buffers N]\n"
-	"                     [--crash-after debit|credit|refusal]\n"
+	"                     [--checkpoint-bytes BYTES] "
+	"[--checkpoint-events N]\n"
+	"                     [--no-checkpoints]\n"
+	"                     [--crash-after debit|credit|refusal|"
+	"checkpoint-write|\n"
+	"                      checkpoint-rename|compaction]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs / 2> "
 	"--groups 4096\n"
 	"            --shutdown-timeout 10, no metrics, no watchdog, "
@@ -690,7 +814,9 @@ static const char usage_text[] =
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
 	"            --client-query-buffer-limit 16777216,\n"
 	"            --client-output-buffer-limit '8388608 4194304 10',\n"
-	"            --recv multishot --recv-buffers 256\n"
+	"            --recv multishot --recv-buffers 256,\n"
+	"            --checkpoint-bytes 16777216 --checkpoint-events 100000"
+	" (0: not by that)\n"
 	"       ledger_server --verify [--dir DIR] [--dump FILE]\n"
 	"  fixed: before AUTH at most 10 arguments and bulks of 16 KiB; a "
 	"\"POST\" or\n"
@@ -724,7 +850,10 @@ static void parse_option(int ch, struct config *c)
 {
 	static const char *const io[] = { "direct", "buffered" };
 	static const char *const sync[] = { "dsync", "fdatasync" };
-	static const char *const crash[] = { "debit", "credit", "refusal" };
+	static const char *const crash[] = { "debit", "credit", "refusal",
+					     "checkpoint-write",
+					     "checkpoint-rename",
+					     "compaction" };
 	static const char *const recv[] = { "multishot", "single" };
 	long secs, n;
 
@@ -756,8 +885,12 @@ static void parse_option(int ch, struct config *c)
 		c->worker_cpus = optarg;
 		break;
 	case 'X':
-		c->crash_after = (enum crash_point)(choice(optarg, crash, 3) +
-						    CRASH_AFTER_DEBIT);
+		n = choice(optarg, crash, 6);
+		if (n < 3)
+			c->crash_after = (enum crash_point)(n +
+							    CRASH_AFTER_DEBIT);
+		else
+			c->ckpt.crash = (enum checkpoint_crash)(n - 2);
 		break;
 	case 'a': c->requirepass = optarg[0] ? optarg : NULL; break;
 	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;
@@ -774,6 +907,11 @@ static void parse_option(int ch, struct config *c)
 			opts_bad(); /* the kernel's rule for a buffer ring */
 		c->front.recv_buffers = (unsigned)n;
 		break;
+	case 'K': c->ckpt.bytes = (uint64_t)opts_number(optarg, 0, 1L << 50);
+		break;
+	case 'E': c->ckpt.events = (uint64_t)opts_number(optarg, 0, 1L << 50);
+		break;
+	case 'N': c->no_checkpoints = true; break;
 	case 'h': opts_help();
 	default: opts_bad();
 	}
@@ -802,6 +940,9 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "client-output-buffer-limit", required_argument, NULL, 'O' },
 		{ "recv", required_argument, NULL, 'r' },
 		{ "recv-buffers", required_argument, NULL, 'b' },
+		{ "checkpoint-bytes", required_argument, NULL, 'K' },
+		{ "checkpoint-events", required_argument, NULL, 'E' },
+		{ "no-checkpoints", no_argument, NULL, 'N' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0, 0, 0, 0 },
 	};
@@ -821,9 +962,11 @@ static void parse_options(int argc, char **argv, struct config *c)
 			      .out_hard = 8 << 20, .out_soft = 4 << 20,
 			      .out_soft_secs = 10,
 			      .front = { .recv = FRONT_RECV_MULTISHOT,
-					 .recv_buffers = 256 } };
+					 .recv_buffers = 256 },
+			      .ckpt = { .bytes = CHECKPOINT_BYTES_DEFAULT,
+					.events = CHECKPOINT_EVENTS_DEFAULT } };
 	while ((ch = getopt_long(argc, argv,
-				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:O:X:r:b:h",
+				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:O:X:r:b:K:E:Nh",
 				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)

@@ -9,6 +9,7 @@
 #include "ledger_table.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -277,5 +278,87 @@ void accounts_each(const struct accounts *a,
 		for (i = 0; t->slots && i <= t->mask; i++)
 			if (t->slots[i])
 				fn(arg, t->slots[i]->key, t->slots[i]->balance);
+	}
+}
+/* A record on `key` with nothing set yet. */
+static void dump_record_init(struct record *rec, const char *key)
+{
+	memset(rec, 0, offsetof(struct record, value));
+	rec->results[0] = rec->reqid[0] = rec->peer[0] = '\0';
+	snprintf(rec->key, sizeof(rec->key), "%s", key);
+}
+
+/*
+ * The delta records that take a balance from `from` to `to`, the last
+ * one `rec` itself (which may carry a request id): two when the
+ * difference does not fit a delta.
+ */
+static void dump_delta(struct record *rec, long long from, long long to,
+		       void (*fn)(void *arg, const struct record *rec),
+		       void *arg)
+{
+	struct record zero;
+
+	rec->kind = RECORD_DELTA;
+	if (__builtin_sub_overflow(to, from, &rec->delta)) {
+		dump_record_init(&zero, rec->key);
+		zero.delta = -from; /* from and to differ in sign here */
+		fn(arg, &zero);
+		rec->delta = to;
+	}
+	fn(arg, rec);
+}
+
+/*
+ * An account as records: its remembered request ids oldest first, each
+ * with the balance its reply gave, then its value now.
+ */
+static void dump_account(const struct account *a,
+			 void (*fn)(void *arg, const struct record *rec),
+			 void *arg)
+{
+	struct record rec;
+	long long at = 0;
+	unsigned i;
+
+	for (i = 0; a->ids && i < REQID_WINDOW; i++) {
+		const struct reqid_entry *e =
+			&a->ids->e[(a->ids->next + i) % REQID_WINDOW];
+
+		if (!e->id[0])
+			continue;
+		dump_record_init(&rec, a->key);
+		rec.reply = e->reply;
+		snprintf(rec.reqid, sizeof(rec.reqid), "%s", e->id);
+		snprintf(rec.peer, sizeof(rec.peer), "%s", a->key);
+		if (e->results)
+			snprintf(rec.results, sizeof(rec.results), "%s",
+				 e->results);
+		dump_delta(&rec, at, e->balance, fn, arg);
+		at = e->balance;
+	}
+	dump_record_init(&rec, a->key);
+	if (a->str) {
+		rec.kind = RECORD_STRING;
+		rec.value_len = a->str_len;
+		memcpy(rec.value, a->str, a->str_len);
+		fn(arg, &rec);
+	} else {
+		dump_delta(&rec, at, a->balance, fn, arg);
+	}
+}
+
+void accounts_dump(const struct accounts *a,
+		   void (*fn)(void *arg, const struct record *rec), void *arg)
+{
+	size_t i;
+	int g;
+
+	for (g = 0; g < a->ngroups; g++) {
+		const struct table *t = &a->tables[g];
+
+		for (i = 0; t->slots && i <= t->mask; i++)
+			if (t->slots[i])
+				dump_account(t->slots[i], fn, arg);
 	}
 }

@@ -45,4 +45,5 @@ void crash_replay(const char *dir, bool repair, crash_account_fn *fn,
 	accounts_free(accounts);
 	free(r.ends);
 	free(r.open);
+	free(r.checkpoint.pos);
 }

@@ -1,0 +1,145 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_checkpoint.h - ledger_server's checkpoints: the state replay
+ * would rebuild, as of a position in each journal, so that a restart
+ * replays only what follows, and the journal before it can go.
+ *
+ * A checkpoint is the file DIR/checkpoint-SEQ.ckpt (SEQ 1, 2, ...,
+ * zero-padded to 20 digits), text:
+ *
+ *   ledger-checkpoint 1 SEQ NJOURNALS EVENTS
+ *                            (EVENTS: the journal records it covers)
+ *   pos I OFFSET             one per journal: journal-I.log from OFFSET
+ *   s RECORD                 the state, as journal records that rebuild
+ *                            it (accounts_dump(): balances, strings,
+ *                            the request ids with their replies)
+ *   x RECORD                 a transfer's debit, credit or refund whose
+ *                            other half the checkpoint has not seen
+ *   end LINES CRC            LINES lines before it; CRC the CRC-32 of
+ *                            every byte before "end", 8 hex digits
+ *
+ * It is taken from the journals, never from the workers' memory: the
+ * newest valid checkpoint (or nothing) plus the journals' records from
+ * its positions to `ends`, bytes already durable, give the next one. So
+ * taking one never stops a worker, and a checkpoint holds exactly what
+ * a replay of the same bytes would build (one and the same code path,
+ * accounts_apply()).
+ *
+ * The cycle, each step durable before the next:
+ *   1. checkpoint-N.tmp written, fsync'd;
+ *   2. renamed to checkpoint-N.ckpt, the directory fsync'd: N is current;
+ *   3. checkpoints older than the previous one, N-1, unlinked (and the
+ *      directory fsync'd);
+ *   4. the journals' blocks wholly before N-1's positions are freed
+ *      (fallocate PUNCH_HOLE: offsets stay; the disk space goes).
+ * N-1 and its journal stay, so that if N is ever found torn or corrupt,
+ * the restart uses N-1 and replays longer. A crash at any point leaves
+ * N or N-1 current with the journal it needs (tests/check_ledger_
+ * checkpoint explores every such state).
+ */
+#ifndef LEDGER_CHECKPOINT_H
+#define LEDGER_CHECKPOINT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ledger_accounts.h"
+#include "ledger_record.h"
+
+/* A checkpoint found on disk. */
+struct checkpoint {
+	uint64_t seq;	  /* 0: none (replay everything) */
+	uint64_t *pos;	  /* [npos]: journal-I.log is replayed from pos[I] */
+	unsigned npos;
+	uint64_t size;	  /* bytes of the file */
+	uint64_t records; /* its state and transfer records */
+	uint64_t events;  /* journal records it covers, since the first */
+	unsigned skipped; /* newer ones found invalid and passed over */
+};
+
+/*
+ * Loads the newest valid checkpoint of `dir` into `accounts` (empty),
+ * passing its transfer records to xfer(arg, rec). Checkpoints that are
+ * torn or fail their checksum are reported (a warning each) and passed
+ * over for the one before. Returns 0 (cp->seq 0 if there is none) or a
+ * negative errno (reading the directory failed). cp->pos is the
+ * caller's, to free().
+ */
+int checkpoint_load(const char *dir, struct accounts *accounts,
+		    void (*xfer)(void *arg, const struct record *rec),
+		    void *arg, struct checkpoint *cp);
+
+/* The position checkpoint cp starts journal `idx` at. */
+static inline uint64_t checkpoint_pos(const struct checkpoint *cp,
+				      unsigned idx)
+{
+	return idx < cp->npos ? cp->pos[idx] : 0;
+}
+
+/*
+ * Whether journal `fd` still holds its bytes from `from` on: false if a
+ * compaction freed them (they read as a hole). A restart that would
+ * replay from there must not: the checkpoint that covered them is gone.
+ */
+bool checkpoint_journal_intact(int fd, uint64_t from);
+
+/*
+ * Testing: told of each step of a checkpoint cycle that touches the
+ * disk, before it is made (tests/check_ledger_checkpoint.c builds the
+ * states a crash could leave from them). `data` is the file's bytes for
+ * CHECKPOINT_OP_WRITE, else NULL; `len` the bytes punched for
+ * CHECKPOINT_OP_PUNCH.
+ */
+enum checkpoint_op {
+	CHECKPOINT_OP_WRITE,	/* path created, data[0, len) written */
+	CHECKPOINT_OP_FSYNC,	/* path fsync'd */
+	CHECKPOINT_OP_RENAME,	/* path renamed to `to` */
+	CHECKPOINT_OP_SYNC_DIR, /* the directory fsync'd */
+	CHECKPOINT_OP_UNLINK,	/* path unlinked */
+	CHECKPOINT_OP_PUNCH,	/* path's [0, len) freed */
+};
+
+struct checkpoint_trace {
+	void (*op)(void *arg, enum checkpoint_op op, const char *path,
+		   const char *to, const void *data, uint64_t len);
+	void *arg;
+};
+
+/* Testing: mistakes a test plants, to show it catches them. */
+enum checkpoint_bug {
+	CHECKPOINT_BUG_NONE,
+	CHECKPOINT_BUG_NO_FSYNC,   /* made current without its fsync */
+	CHECKPOINT_BUG_EARLY_PUNCH, /* journal freed before N is current */
+};
+
+struct checkpoint_options {
+	const struct checkpoint_trace *trace; /* NULL: none */
+	enum checkpoint_bug bug;
+};
+
+/* What a cycle did. */
+struct checkpoint_stats {
+	uint64_t seq;	      /* the new checkpoint's */
+	uint64_t size;	      /* its bytes */
+	uint64_t records;     /* its records */
+	uint64_t events;      /* journal records it added to the last one */
+	uint64_t journal_pos; /* the sum of its positions */
+	uint64_t freed;	      /* journal bytes punched */
+	uint64_t duration_ns;
+};
+
+/*
+ * One checkpoint cycle in `dir`: the newest valid checkpoint plus the
+ * records of journal-I.log from its position to ends[I] (I < nends;
+ * bytes that are durable, and whole records) become checkpoint SEQ+1,
+ * made durable and current; then the older ones and the journal they
+ * alone needed go (see above). Journals past nends keep the last one's
+ * positions. Returns 0, or a negative errno with a warning saying what
+ * failed (the last checkpoint stays current; nothing is lost).
+ */
+int checkpoint_take(const char *dir, const uint64_t *ends, unsigned nends,
+		    const struct checkpoint_options *o,
+		    struct checkpoint_stats *st);
+
+#endif /* LEDGER_CHECKPOINT_H */

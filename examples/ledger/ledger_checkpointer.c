@@ -1,0 +1,224 @@
+/* SPDX-License-Identifier: MIT */
+#include "ledger_checkpointer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "ledger_journal.h"
+#include "util.h"
+
+#define CHECKPOINTER_POLL_NS 50000000ull /* how often it looks: 50 ms */
+#define CHECKPOINTER_RETRY_NS 5000000000ull /* after a failed cycle: 5 s */
+
+struct checkpointer {
+	const char *dir;
+	struct bank *bank;
+	unsigned nworkers;
+	uint64_t *ends; /* [nends]: the journals' durable ends, as last read */
+	unsigned nends;
+	struct checkpointer_options o;
+	pthread_t thread;
+	pthread_mutex_t lock; /* the fields below */
+	pthread_cond_t wake;
+	bool stopping;
+	struct checkpointer_stats st;
+	uint64_t taken_ns;	 /* when the current one was taken */
+	uint64_t events_at;	 /* bank_changes() it covers */
+	uint64_t retry_ns;	 /* after a failure, no cycle before this */
+	struct checkpoint_trace crash_trace; /* --crash-after checkpoint-* */
+	struct checkpoint_options crash_opts;
+	unsigned punches;	 /* ...seen so far */
+};
+
+/* Reads the journals' durable ends into c->ends; their sum. */
+static uint64_t read_ends(struct checkpointer *c)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < c->nends; i++) {
+		if (i < c->nworkers)
+			c->ends[i] = atomic_load_explicit(
+				&bank_journal(c->bank, i)->durable_end,
+				memory_order_acquire);
+		sum += c->ends[i];
+	}
+	return sum;
+}
+
+/* Whether the journals have grown past a threshold; under the lock. */
+static bool due(struct checkpointer *c, uint64_t sum, uint64_t events)
+{
+	return (c->o.bytes && sum - c->st.position >= c->o.bytes) ||
+	       (c->o.events && events - c->events_at >= c->o.events);
+}
+
+/* --crash-after checkpoint-*: dies at that step of a cycle. */
+static void crash_step(void *arg, enum checkpoint_op op, const char *path,
+		       const char *to, const void *data, uint64_t len)
+{
+	struct checkpointer *c = arg;
+	enum checkpoint_crash at = c->o.crash;
+
+	(void)path;
+	(void)to;
+	(void)data;
+	(void)len;
+	if ((at == CHECKPOINT_CRASH_WRITTEN && op == CHECKPOINT_OP_FSYNC) ||
+	    (at == CHECKPOINT_CRASH_RENAMED && op == CHECKPOINT_OP_SYNC_DIR) ||
+	    (at == CHECKPOINT_CRASH_COMPACTING && op == CHECKPOINT_OP_PUNCH &&
+	     c->punches++ == 1)) {
+		warnf("--crash-after: killing myself in a checkpoint cycle");
+		kill(getpid(), SIGKILL);
+	}
+}
+
+/* One cycle; the lock is held, and dropped while it runs. */
+static void cycle(struct checkpointer *c, uint64_t events)
+{
+	struct checkpoint_stats cs;
+	int ret;
+
+	c->st.running = true;
+	pthread_mutex_unlock(&c->lock);
+	ret = checkpoint_take(c->dir, c->ends, c->nends,
+			      c->o.crash ? &c->crash_opts : NULL, &cs);
+	pthread_mutex_lock(&c->lock);
+	c->st.running = false;
+	if (ret < 0) { /* said why; the last one stays current */
+		c->st.failed++;
+		c->retry_ns = now_ns() + CHECKPOINTER_RETRY_NS;
+		return;
+	}
+	c->st.taken++;
+	c->st.seq = cs.seq;
+	c->st.position = cs.journal_pos;
+	c->st.size = cs.size;
+	c->st.duration_ns = cs.duration_ns;
+	c->st.freed += cs.freed;
+	c->taken_ns = now_ns();
+	c->events_at = events;
+}
+
+static void wait_a_while(struct checkpointer *c)
+{
+	struct timespec ts;
+	uint64_t ns;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	ns = (uint64_t)ts.tv_nsec + CHECKPOINTER_POLL_NS;
+	ts.tv_sec += (time_t)(ns / 1000000000u);
+	ts.tv_nsec = (long)(ns % 1000000000u);
+	pthread_cond_timedwait(&c->wake, &c->lock, &ts);
+}
+
+static void *checkpointer_main(void *arg)
+{
+	struct checkpointer *c = arg;
+
+	/* Background work: the workers first when the CPUs are short. */
+	if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10) < 0)
+		warnf("checkpointer: setpriority: %s (it runs at the "
+		      "workers' priority)", strerror(errno));
+
+	pthread_mutex_lock(&c->lock);
+	while (!c->stopping) {
+		uint64_t events = bank_changes(c->bank);
+		uint64_t sum = read_ends(c);
+
+		if (due(c, sum, events) && now_ns() >= c->retry_ns)
+			cycle(c, events);
+		else
+			wait_a_while(c);
+	}
+	pthread_mutex_unlock(&c->lock);
+	return NULL;
+}
+
+struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
+					unsigned nworkers,
+					const uint64_t *ends, unsigned nends,
+					const struct checkpoint *cp,
+					const struct checkpointer_options *o)
+{
+	struct checkpointer *c = xcalloc(1, sizeof(*c));
+	pthread_condattr_t ca;
+	unsigned i;
+	int ret;
+
+	c->dir = dir;
+	c->bank = bank;
+	c->nworkers = nworkers;
+	c->nends = nends > nworkers ? nends : nworkers;
+	c->ends = xcalloc(c->nends, sizeof(*c->ends));
+	for (i = 0; i < nends; i++)
+		c->ends[i] = ends[i];
+	c->o = *o;
+	c->crash_trace = (struct checkpoint_trace){ crash_step, c };
+	c->crash_opts = (struct checkpoint_options){ &c->crash_trace,
+						     CHECKPOINT_BUG_NONE };
+	c->st.seq = cp->seq;
+	c->st.size = cp->size;
+	for (i = 0; i < cp->npos; i++)
+		c->st.position += cp->pos[i];
+	c->taken_ns = now_ns(); /* its age counts from this start */
+	pthread_mutex_init(&c->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&c->wake, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = pthread_create(&c->thread, NULL, checkpointer_main, c);
+	if (ret)
+		die("checkpointer: pthread_create: %s", strerror(ret));
+	return c;
+}
+
+void checkpointer_get_stats(struct checkpointer *c,
+			    struct checkpointer_stats *st)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < c->nworkers; i++)
+		sum += atomic_load_explicit(
+			&bank_journal(c->bank, i)->durable_end,
+			memory_order_acquire);
+	pthread_mutex_lock(&c->lock);
+	*st = c->st;
+	for (i = c->nworkers; i < c->nends; i++)
+		sum += c->ends[i];
+	st->journal_bytes = sum > c->st.position ? sum - c->st.position : 0;
+	st->age_ns = c->st.seq ? now_ns() - c->taken_ns : 0;
+	pthread_mutex_unlock(&c->lock);
+}
+
+void checkpointer_stop(struct checkpointer *c, bool final,
+		       struct checkpointer_stats *st)
+{
+	pthread_mutex_lock(&c->lock);
+	c->stopping = true;
+	pthread_cond_signal(&c->wake);
+	pthread_mutex_unlock(&c->lock);
+	pthread_join(c->thread, NULL);
+	if (final) {
+		uint64_t sum = read_ends(c);
+
+		pthread_mutex_lock(&c->lock);
+		if (sum > c->st.position)
+			cycle(c, bank_changes(c->bank));
+		pthread_mutex_unlock(&c->lock);
+	}
+	checkpointer_get_stats(c, st);
+	pthread_cond_destroy(&c->wake);
+	pthread_mutex_destroy(&c->lock);
+	free(c->ends);
+	free(c);
+}

@@ -1,0 +1,85 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * ledger_checkpointer.h - when ledger_server takes its checkpoints
+ * (ledger_checkpoint.h): on a thread of its own, once the journals
+ * have grown by --checkpoint-bytes or --checkpoint-events since the
+ * last one, and a last time at a clean stop.
+ *
+ * The thread reads only what the journals have made durable (each
+ * journal's durable_end) and the files; it never touches a worker's
+ * state, so a checkpoint never stops service: the workers go on while
+ * it replays and writes. It costs a CPU for as long as that takes, at
+ * nice 10, so that workers short of CPU come first.
+ */
+#ifndef LEDGER_CHECKPOINTER_H
+#define LEDGER_CHECKPOINTER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "ledger_accounts.h"
+#include "ledger_checkpoint.h"
+
+/*
+ * Defaults: a restart replays at most about this much (replay runs at
+ * some 400,000 events/s on a small machine: well under a second), and
+ * a cycle replays as much once more on the checkpoint's thread.
+ */
+#define CHECKPOINT_BYTES_DEFAULT (16ull << 20) /* --checkpoint-bytes */
+#define CHECKPOINT_EVENTS_DEFAULT 100000ull    /* --checkpoint-events */
+
+/* Tests (--crash-after): where a cycle kills the server (SIGKILL). */
+enum checkpoint_crash {
+	CHECKPOINT_CRASH_NEVER,
+	CHECKPOINT_CRASH_WRITTEN, /* the new one written, not yet fsync'd */
+	CHECKPOINT_CRASH_RENAMED, /* renamed, the directory not fsync'd */
+	CHECKPOINT_CRASH_COMPACTING, /* one journal freed, not the next */
+};
+
+struct checkpointer_options {
+	uint64_t bytes;	 /* journal bytes since the last; 0: never by size */
+	uint64_t events; /* events since the last; 0: never by count */
+	enum checkpoint_crash crash; /* tests */
+};
+
+/* What INFO and /metrics show; any thread. */
+struct checkpointer_stats {
+	uint64_t taken, failed;	 /* cycles since the start */
+	uint64_t seq;		 /* the current checkpoint's; 0: none */
+	uint64_t position;	 /* the sum of its journal positions */
+	uint64_t size;		 /* its bytes */
+	uint64_t duration_ns;	 /* the last cycle's */
+	uint64_t age_ns;	 /* since it was taken; 0 with seq 0 */
+	uint64_t journal_bytes;	 /* durable journal bytes after it */
+	uint64_t freed;		 /* journal bytes freed, since the start */
+	bool running;		 /* a cycle is in progress */
+};
+
+struct checkpointer;
+
+/*
+ * Starts the thread for `dir`, whose journals 0 to nworkers - 1 are the
+ * bank's; ends[0, nends) are where replay found each journal-I.log to
+ * end (the position a journal not written by this run stays at), and
+ * cp the checkpoint replay started from. A failure ends the program.
+ */
+struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
+					unsigned nworkers,
+					const uint64_t *ends, unsigned nends,
+					const struct checkpoint *cp,
+					const struct checkpointer_options *o);
+
+/* A snapshot of the counters; any thread. */
+void checkpointer_get_stats(struct checkpointer *c,
+			    struct checkpointer_stats *st);
+
+/*
+ * Ends the thread (waiting for a cycle in progress); with `final`, once
+ * the workers have ended and every journal is intact, takes the last
+ * checkpoint, of everything journaled. Fills *st as it is then, and
+ * frees c.
+ */
+void checkpointer_stop(struct checkpointer *c, bool final,
+		       struct checkpointer_stats *st);
+
+#endif /* LEDGER_CHECKPOINTER_H */
