@@ -224,6 +224,7 @@ struct agr_dispatcher {
 	size_t nhandlers;
 	struct sweep *sweeps;
 	struct held *held; /* per worker */
+	size_t nheld;	   /* workers: the scheduler may be gone at free */
 	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
 	struct agr__sched_watch stuck_watch; /* the watchdog's look */
 	atomic_uint_fast64_t stuck_detected;
@@ -971,8 +972,7 @@ static void free_memory(struct agr_dispatcher *d)
 		free(d->handlers[i].type);
 	free(d->handlers);
 	free(d->sweeps);
-	for (i = 0; d->held && i < (size_t)agr__scheduler_workers(d->sched);
-	     i++)
+	for (i = 0; i < d->nheld; i++)
 		free(d->held[i].groups);
 	free(d->held);
 	free(d->latency);
@@ -1021,6 +1021,7 @@ static int alloc_held(struct agr_dispatcher *d, size_t workers)
 	d->held = calloc(workers, sizeof(*d->held));
 	if (!d->held)
 		return -ENOMEM;
+	d->nheld = workers;
 	for (i = 0; i < workers; i++) {
 		groups = ((size_t)d->parallelism + workers - 1 - i) / workers;
 		d->held[i].cap = (unsigned)(groups < HOLD_MAX ? groups :
