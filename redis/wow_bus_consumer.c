@@ -757,9 +757,11 @@ void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
 
 	/*
 	 * Wow acks failures as well as successes; a message discarded
-	 * unhandled (a force stop) was not processed and stays pending.
+	 * unhandled, or interrupted (its I/O cancelled), by a force stop
+	 * was not fully processed and stays pending: the event store's
+	 * request id check makes handling it again harmless.
 	 */
-	en->no_ack = status == AGR_DISCARDED;
+	en->no_ack = status == AGR_DISCARDED || status == AGR_INTERRUPTED;
 	(void)arg;
 	do {
 		en->next = old;

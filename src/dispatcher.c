@@ -128,6 +128,7 @@ struct group {
 	 * send then pays no extra atomic operation.
 	 */
 	atomic_uint_fast64_t admitted, handled, failed, skipped, discarded;
+	atomic_uint_fast64_t interrupted; /* handled, cut short by a stop */
 };
 
 #define LINE_OF(member) (offsetof(struct group, member) / AGR__CACHELINE)
@@ -369,12 +370,26 @@ static void clear_current(struct group *g)
 }
 
 /*
+ * A function's status, as the completion tells it: I/O cancelled (or,
+ * in a force stop, refused because the workers tear down) is
+ * AGR_INTERRUPTED, so that AGR_DISCARDED keeps meaning "no function
+ * saw it" (the two are told apart for redelivery).
+ */
+static int function_status(const struct agr_dispatcher *d, int status)
+{
+	if (status == -ECANCELED ||
+	    (status == -ESHUTDOWN && atomic_load(&d->forced)))
+		return AGR_INTERRUPTED;
+	return status;
+}
+
+/*
  * Completes the current message, whose functions have all finished;
  * false (nothing done) while a forwarded agr_exchange_done() is queued.
  */
 static bool finish(struct group *g, struct agr_exchange *ex)
 {
-	int status = ex->status < 0 ? ex->status : 0;
+	int status = ex->status < 0 ? function_status(g->d, ex->status) : 0;
 
 	ex->flags |= EX_DONE;
 	if (!hand_back(ex)) {
@@ -387,6 +402,8 @@ static bool finish(struct group *g, struct agr_exchange *ex)
 				      agr__now_ns() - ex->stamp_ns);
 	if (!(ex->flags & EX_MATCHED))
 		agr__bump(&g->skipped);
+	else if (status == AGR_INTERRUPTED)
+		agr__bump(&g->interrupted);
 	else if (status < 0)
 		agr__bump(&g->failed);
 	else
@@ -396,8 +413,9 @@ static bool finish(struct group *g, struct agr_exchange *ex)
 }
 
 /*
- * Discards the current message, whose functions are pending, for a
- * force stop; false while a forwarded agr_exchange_done() is queued.
+ * Ends the current message, whose functions are pending, for a force
+ * stop: AGR_INTERRUPTED, as a function saw it; false while a forwarded
+ * agr_exchange_done() is queued.
  */
 static bool discard_pending(struct group *g, struct agr_exchange *ex)
 {
@@ -410,8 +428,8 @@ static bool discard_pending(struct group *g, struct agr_exchange *ex)
 	if (g->d->latency) /* it started: its time counts */
 		agr__histogram_record(&latency_of(g)->processing,
 				      agr__now_ns() - ex->stamp_ns);
-	agr__bump(&g->discarded);
-	complete(g, ex, AGR_DISCARDED);
+	agr__bump(&g->interrupted);
+	complete(g, ex, AGR_INTERRUPTED);
 	return true;
 }
 
@@ -796,6 +814,7 @@ static void init_groups(struct agr_dispatcher *d)
 		atomic_init(&g->failed, 0);
 		atomic_init(&g->skipped, 0);
 		atomic_init(&g->discarded, 0);
+		atomic_init(&g->interrupted, 0);
 		atomic_init(&g->current, NULL);
 		atomic_init(&g->pending_since, 0);
 		for (int k = 0; k < PENDING_TYPE_WORDS; k++)
@@ -1699,6 +1718,7 @@ AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 		out->failed += load(&g->failed);
 		out->skipped += load(&g->skipped);
 		out->discarded += load(&g->discarded);
+		out->interrupted += load(&g->interrupted);
 	}
 	out->stuck = atomic_load_explicit(&d->stuck_detected,
 					  memory_order_relaxed);

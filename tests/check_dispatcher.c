@@ -770,8 +770,8 @@ START_TEST(force_stop_cancels_blocked_io)
 	/* The force took over the graceful stop, which succeeds. */
 	ck_assert_int_eq(stopper_join(&s), 0);
 	ck_assert_int_eq(r.recv_res, -ECANCELED);
-	ck_assert_int_eq(t[0].status, -ECANCELED);
-	ck_assert_int_eq(t[0].status, AGR_DISCARDED);
+	/* Its function saw it: interrupted, unlike those behind it. */
+	ck_assert_int_eq(t[0].status, AGR_INTERRUPTED);
 	for (i = 1; i < 5; i++) {
 		ck_assert_int_eq(t[i].status, AGR_DISCARDED);
 		ck_assert_int_eq(journal_pos(&r.j, EV_START + t[i].seq), -1);
@@ -782,9 +782,11 @@ START_TEST(force_stop_cancels_blocked_io)
 	ck_assert_int_eq(agr_dispatcher_send(d, &late.m), -ESHUTDOWN);
 	st = stats_of(d);
 	ck_assert_uint_eq(st.admitted, 5);
-	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded,
+	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded +
+				  st.interrupted,
 			  5);
-	ck_assert_uint_ge(st.discarded, 4);
+	ck_assert_uint_eq(st.discarded, 4);
+	ck_assert_uint_eq(st.interrupted, 1);
 	ck_assert_uint_eq(st.handled, 0);
 	agr_dispatcher_free(d);
 	if (_i != 0)
@@ -878,9 +880,10 @@ static void chain_completed(agr_message *msg, int status, void *arg)
  * library refuses their next submissions (-ECANCELED), so every chain
  * ends within a few hops and every message completes exactly once with
  * the error its handler got. _i == 0: the supplier is shared, so the
- * dispatcher's force refuses the chains' I/O (-ECANCELED, which is
- * AGR_DISCARDED); 1: the dispatcher owns it and forces it too, and the
- * workers' teardown refuses it (-ESHUTDOWN, as io.h says).
+ * dispatcher's force refuses the chains' I/O (-ECANCELED); 1: the
+ * dispatcher owns it and forces it too, and the workers' teardown
+ * refuses it (-ESHUTDOWN, as io.h says). Either way each message
+ * reached its function: AGR_INTERRUPTED.
  */
 START_TEST(force_stop_ends_resubmitting_chains)
 {
@@ -926,8 +929,7 @@ START_TEST(force_stop_ends_resubmitting_chains)
 		agr_supplier_free(sup);
 	for (i = 0; i < CHAINS; i++) {
 		ck_assert_int_eq(atomic_load(&c[i].completions), 1);
-		ck_assert_int_eq(c[i].status,
-				 _i == 0 ? AGR_DISCARDED : -ESHUTDOWN);
+		ck_assert_int_eq(c[i].status, AGR_INTERRUPTED);
 	}
 	tu_tally_destroy(&run.completed);
 	tu_latch_destroy(&run.running);
@@ -969,7 +971,7 @@ START_TEST(done_from_another_thread_after_force_stop_completes)
 	ck_assert_msg(journal_wait(&h.j, 2),
 		      "%ld of 2 messages completed after the force stop",
 		      tu_tally_value(&h.j.completed));
-	ck_assert_int_eq(t1.status, -ECANCELED);
+	ck_assert_int_eq(t1.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(t2.status, AGR_DISCARDED);
 	agr_dispatcher_free(d);
 	if (_i != 0)
@@ -2490,7 +2492,8 @@ END_TEST
 
 /*
  * Message 1's function returns AGR_PENDING and never finishes. A force
- * stop discards it (no I/O left) and the one queued behind it, within
+ * stop ends it (AGR_INTERRUPTED: no I/O left) and discards the one
+ * queued behind it (AGR_DISCARDED), within
  * the bound; a late agr_exchange_done() is logged and ignored; free
  * returns at once. _i == 0: the dispatcher owns its supplier (whose
  * workers the force tears down); 1: it does not.
@@ -2521,7 +2524,8 @@ START_TEST(force_stop_ends_a_pending_function_that_never_finishes)
 	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
 	ck_assert(journal_wait(&h.j, 2));
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_int_eq(t1.status, AGR_DISCARDED);
+	/* t1 reached its function, t2 never did. */
+	ck_assert_int_eq(t1.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(t2.status, AGR_DISCARDED);
 	ck_assert_int_eq(journal_pos(&h.j, EV_START + 2), -1);
 
@@ -2532,7 +2536,9 @@ START_TEST(force_stop_ends_a_pending_function_that_never_finishes)
 	st = stats_of(d);
 	agr_dispatcher_free(d);
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_uint_eq(st.discarded, 2);
+	ck_assert_uint_eq(st.discarded, 1);
+	ck_assert_uint_eq(st.interrupted, 1);
+	ck_assert_uint_eq(st.failed, 0);
 	ck_assert_int_eq(atomic_load(&t1.completions), 1);
 	ck_assert_int_eq(atomic_load(&t2.completions), 1);
 	ck_assert_int_eq(tu_tally_value(&h.j.completed), 2);
@@ -2582,8 +2588,9 @@ static void note_recv_at_completion(agr_message *msg, int status, void *arg)
 
 /*
  * The force cancels the receive, whose callback does not finish the
- * function: the message is discarded once the receive is gone, not
- * before (its buffer is the kernel's until then). _i as above.
+ * function: the message ends (AGR_INTERRUPTED) once the receive is
+ * gone, not before (its buffer is the kernel's until then). _i as
+ * above.
  */
 START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 {
@@ -2614,7 +2621,7 @@ START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 		stop(d);
 	ck_assert(journal_wait(&r.j, 1));
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_int_eq(t.status, AGR_DISCARDED);
+	ck_assert_int_eq(t.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(r.res_at_completion, -ECANCELED);
 	agr_dispatcher_free(d);
 	ck_assert_int_eq(atomic_load(&t.completions), 1);

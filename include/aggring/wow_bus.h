@@ -17,7 +17,8 @@
  *    as the message type) and sent to the dispatcher, routed by
  *    aggregate id;
  *  - `XACK` once the message's completion callback has run, whatever
- *    its status (Wow acks failures too);
+ *    its status (Wow acks failures too), except AGR_DISCARDED and
+ *    AGR_INTERRUPTED (a force stop): that entry stays pending;
  *  - an entry that is not admitted (-ESHUTDOWN, -EAGAIN) is not acked:
  *    it stays pending in this consumer's PEL, and this consumer's
  *    sweep claims it again; an entry without `msg`, or whose `msg`
