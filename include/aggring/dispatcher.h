@@ -305,8 +305,12 @@ AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex);
  * and its group moves on. Call it once per pending function, best on
  * the group's worker; from another thread it is forwarded to the
  * worker by an item inside the message's internal_: it never allocates
- * and cannot fail. A call with nothing pending, or after the message
- * completed (a force stop ended it), is ignored and reported
+ * and cannot fail. A call made by the function itself before it
+ * returns counts if it then returns AGR_PENDING (it finishes at once);
+ * if it returns anything else, nothing was pending: the call and its
+ * status are ignored and reported. A call with nothing pending, or
+ * after the message completed (a force stop ended it), is ignored and
+ * reported
  * through the log hook, as long as the message is alive and was not
  * sent again; after that (freed, or in flight again) a late call is
  * undefined, as the message is the caller's again.
