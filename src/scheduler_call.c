@@ -95,6 +95,12 @@ AGR_API int agr_scheduler_call_on(agr_scheduler *s, int worker,
 	ret = agr_scheduler_schedule_cancellable(s, (unsigned)worker,
 						 call_run, call_dropped, &c);
 	if (ret == 0) {
+		/*
+		 * From another worker, the doorbell may be an SQE of ours
+		 * that would ride our next submit: we block before that.
+		 */
+		if (agr__current_worker)
+			agr__worker_flush(agr__current_worker);
 		call_wait(&c, w);
 		ret = c.status;
 		if (ret == 0 && result)

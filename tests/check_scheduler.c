@@ -514,9 +514,16 @@ static void call_from_worker(void *arg)
 
 START_TEST(call_on_from_that_worker_is_edeadlk)
 {
-	agr_supplier *sup = new_supplier(2);
-	struct nested n = { .s = lookup(sup), .peer_result = -1 };
+	agr_supplier *sup;
+	struct nested n = { .peer_result = -1 };
 
+	/*
+	 * Workers that sleep as soon as they are idle: worker 1 then needs
+	 * the doorbell worker 0 rings before it blocks in the call.
+	 */
+	setenv("AGR_IDLE_SPIN_US", "0", 1);
+	sup = new_supplier(2);
+	n.s = lookup(sup);
 	tu_latch_init(&n.done, 1);
 	ck_assert_int_eq(agr_scheduler_schedule(n.s, 0, call_from_worker, &n),
 			 0);
