@@ -1245,16 +1245,18 @@ static void abandon_notifications(struct agr_worker *w)
 	}
 }
 
-/* Wakes the coming wait within TEARDOWN_TICK_NS, whatever the kernel does. */
-static void arm_teardown_tick(struct agr_worker *w)
+/*
+ * Submits and waits for a completion, or TEARDOWN_TICK_NS at most: a
+ * look at the clock however long the kernel takes. (Under Valgrind,
+ * which does not know that this call blocks, the other threads wait
+ * out one tick at most.)
+ */
+static void wait_a_tick(struct agr_worker *w)
 {
-	static struct __kernel_timespec tick = { 0, TEARDOWN_TICK_NS };
-	struct io_uring_sqe *sqe = get_sqe(w);
+	struct __kernel_timespec ts = { 0, TEARDOWN_TICK_NS };
+	struct io_uring_cqe *cqe;
 
-	if (!sqe)
-		return;
-	io_uring_prep_timeout(sqe, &tick, 0, 0);
-	io_uring_sqe_set_data64(sqe, UD_IGNORE);
+	io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
 }
 
 /*
@@ -1267,15 +1269,18 @@ static void arm_teardown_tick(struct agr_worker *w)
 static void tear_down(struct agr_worker *w)
 {
 	uint64_t start = agr__now_ns(), report = start + TEARDOWN_REPORT_NS;
-	uint64_t now;
+	uint64_t now, cancel_at = 0;
 
 	w->closing = true;
 	drop_raw(w);
 	drop_inbox(w);
 	while (w->inflight > 0) {
-		cancel_inflight(w);
-		arm_teardown_tick(w);
-		agr__ring_wait(&w->ring);
+		/* Once a tick: each cancel's own CQE ends the next wait. */
+		if (agr__now_ns() >= cancel_at) {
+			cancel_inflight(w);
+			cancel_at = agr__now_ns() + (uint64_t)TEARDOWN_TICK_NS;
+		}
+		wait_a_tick(w);
 		reap(w);
 		now = agr__now_ns();
 		if (w->inflight > 0 && now >= report) {
