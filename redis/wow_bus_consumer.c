@@ -1007,6 +1007,38 @@ int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns)
 	return ret;
 }
 
+/*
+ * A stop that always ends: a handler that never finishes (or retries
+ * forever, issue 30's livelock) cannot hold it past its deadline. The
+ * force completes the messages in flight with AGR_DISCARDED, which
+ * leaves their entries pending for a later claim (not acked).
+ */
+int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns)
+{
+	int ret = b ? agr_wow_bus_stop(b, timeout_ns) : -EINVAL;
+
+	if (ret != -ETIMEDOUT)
+		return ret;
+	agr_log(AGR_LOG_WARN, "consumer %s: messages still in flight at the "
+		"stop's deadline; forcing dispatcher %s", b->consumer,
+		agr_dispatcher_name(b->disp));
+	agr_dispatcher_force_stop(b->disp);
+	/* Every admitted message completes now, discarded if need be. */
+	if (agr_dispatcher_stop_gracefully(b->disp, timeout_ns) < 0)
+		agr_log(AGR_LOG_ERROR, "consumer %s: dispatcher %s did not "
+			"stop after the force", b->consumer,
+			agr_dispatcher_name(b->disp));
+	ret = agr_wow_bus_stop(b, timeout_ns);
+	if (ret == -ETIMEDOUT && agr_scheduler_is_terminated(b->sched)) {
+		agr_log(AGR_LOG_WARN, "consumer %s: its workers are gone; "
+			"stopped, entries in flight stay pending",
+			b->consumer);
+		set_phase(b, P_STOPPED);
+		ret = 0;
+	}
+	return ret == 0 ? -ECANCELED : ret;
+}
+
 void agr_wow_bus_free(agr_wow_bus *b)
 {
 	struct wow_entry *en, *next;

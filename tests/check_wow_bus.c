@@ -597,6 +597,76 @@ START_TEST(test_publish)
 }
 END_TEST
 
+/*
+ * Issue 30: a handler that retries without end (the old wow_ledger's
+ * conflict loop, here on a 1 ms timer) holds a graceful stop for good;
+ * agr_wow_bus_shutdown() forces the dispatcher at the deadline, and the
+ * entry stays pending for a later claim.
+ */
+static _Atomic long spins;
+
+static void spin(int res, void *arg)
+{
+	agr_exchange *ex = arg;
+
+	(void)res;
+	atomic_fetch_add(&spins, 1);
+	/* refused once the dispatcher is forced: the chain ends here */
+	agr_io_timeout(agr_exchange_worker(ex), 1000000, spin, ex);
+}
+
+static int spinning_handler(agr_exchange *ex, void *arg)
+{
+	(void)arg;
+	if (agr_io_timeout(agr_exchange_worker(ex), 1000000, spin, ex) < 0)
+		return -EIO;
+	return AGR_PENDING;
+}
+
+START_TEST(test_shutdown_ends_a_livelocked_handler)
+{
+	const char *topics[] = { "live.Order:command" };
+	agr_named_aggregate na = { "sales", "Order" };
+	agr_dispatcher_options d = { .name = "spin", .named_aggregate = na,
+				     .parallelism = 4,
+				     .on_complete = agr_wow_bus_complete };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct service sv;
+	uint64_t t0;
+
+	ck_assert_int_eq(agr_supplier_new("spin", 2, &sv.sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(sv.sup, &na, &sv.sched), 0);
+	d.supplier = sv.sup;
+	ck_assert_int_eq(agr_dispatcher_new(&d, &sv.disp), 0);
+	ck_assert_int_eq(agr_dispatcher_register(sv.disp, NULL,
+						 spinning_handler, NULL), 0);
+	ck_assert_int_eq(agr_dispatcher_start(sv.disp), 0);
+	o.redis.port = server_port;
+	o.scheduler = sv.sched;
+	o.dispatcher = sv.disp;
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "sales.CommandDispatcher";
+	o.block_ms = 100;
+	ck_assert_int_eq(agr_wow_bus_new(&o, &sv.bus), 0);
+	ck_assert_int_eq(agr_wow_bus_start(sv.bus), 0);
+	ck_assert_int_eq(agr_wow_bus_wait_ready(sv.bus, TU_LONG_NS), 0);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(atomic_load(&spins) > 20, 1);
+	/* the bug: a graceful stop waits on the handler, whatever the time */
+	ck_assert_int_eq(agr_wow_bus_stop(sv.bus, 300000000ull), -ETIMEDOUT);
+	t0 = tu_now_ns();
+	ck_assert_int_eq(agr_wow_bus_shutdown(sv.bus, 2000000000ull),
+			 -ECANCELED);
+	ck_assert_uint_lt(tu_now_ns() - t0, 7000000000ull);
+	agr_wow_bus_free(sv.bus);
+	agr_dispatcher_free(sv.disp);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sv.sup, TU_LONG_NS), 0);
+	agr_supplier_free(sv.sup);
+	ck_assert_int_eq(pending(topics[0], o.group), 1); /* not acked */
+}
+END_TEST
+
 START_TEST(test_options_checked)
 {
 	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
@@ -628,6 +698,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_lost_delivery_claimed_again);
 	tcase_add_test(tc, test_not_admitted_stays_pending);
 	tcase_add_test(tc, test_publish);
+	tcase_add_test(tc, test_shutdown_ends_a_livelocked_handler);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -175,6 +175,25 @@ AGR_API int agr_wow_bus_wait_ready(agr_wow_bus *b, uint64_t timeout_ns);
 AGR_API int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns);
 
 /*
+ * A stop that ends within about 3 x timeout_ns whatever the handlers
+ * do: agr_wow_bus_stop(); if messages are still in flight at its
+ * deadline (a handler that never finishes, or retries without end),
+ * force-stops the dispatcher (agr_dispatcher_force_stop(): their ring
+ * operations are cancelled and they complete with AGR_DISCARDED, so
+ * their entries stay pending, not acked, for a later claim), waits up
+ * to timeout_ns for it (agr_dispatcher_stop_gracefully()) and then for
+ * the consumer's own stop. Returns 0 (stopped gracefully), -ECANCELED
+ * (stopped after a force), -ETIMEDOUT (a handler blocked inside a
+ * call holds a worker: nothing can end it) or -EINVAL. The dispatcher
+ * is stopped after a force. Run the consumer on workers that outlive
+ * that (a dispatcher that does not own its supplier): with
+ * owns_supplier they are torn down by the force before the consumer
+ * closes its clients, whose memory then goes only with the process.
+ * Not from a worker.
+ */
+AGR_API int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns);
+
+/*
  * Stops if needed (waiting without a limit for the messages in flight)
  * and frees. NULL is a no-op. Not from the consumer's worker.
  */
