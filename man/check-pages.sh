@@ -48,6 +48,13 @@ for page in "$man"/man3/*.3 "$man"/man7/*.7; do
 		echo "FAIL: $page does not name itself in NAME"
 		status=1
 	fi
+	# A request glued to text (`flight..PP`, `text.PP`) is printed, not
+	# run, and mandoc does not see it: requests start a line.
+	if glued=$(grep -nE '[^[:space:]]\.(PP|LP|P|TP|IP|SH|SS|EX|EE|nf|fi|RS|RE|in|sp|br)[[:space:]]*$' "$page"); then
+		echo "$glued"
+		echo "FAIL: $page: a request glued to the text before it"
+		status=1
+	fi
 	if ! out=$(mandoc -Tlint -Wstyle "$page" 2>&1) || [ -n "$out" ]; then
 		echo "$out"
 		echo "FAIL: $page: mandoc -Tlint -Wstyle"

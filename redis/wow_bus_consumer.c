@@ -765,9 +765,11 @@ void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
 
 	/*
 	 * Wow acks failures as well as successes; a message discarded
-	 * unhandled (a force stop) was not processed and stays pending.
+	 * unhandled, or interrupted (its I/O cancelled), by a force stop
+	 * was not fully processed and stays pending: the event store's
+	 * request id check makes handling it again harmless.
 	 */
-	en->no_ack = status == AGR_DISCARDED;
+	en->no_ack = status == AGR_DISCARDED || status == AGR_INTERRUPTED;
 	(void)arg;
 	do {
 		en->next = old;
@@ -1016,8 +1018,9 @@ int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns)
 /*
  * A stop that always ends: a handler that never finishes (or retries
  * forever, issue 30's livelock) cannot hold it past its deadline. The
- * force completes the messages in flight with AGR_DISCARDED, which
- * leaves their entries pending for a later claim (not acked).
+ * force completes the messages in flight with AGR_DISCARDED (never
+ * handled) or AGR_INTERRUPTED (handled, cut short), and either leaves
+ * its entry pending for a later claim (not acked).
  */
 int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns)
 {

@@ -27,12 +27,16 @@ AGR_API const char *agr_strerror(int err)
 		return "queue full, try again";
 	case -ECANCELED:
 		return "cancelled";
+	/*
+	 * No io_uring hint here: the code may be a hook's own. A failed
+	 * ring setup says why in its log line (agr__ring_explain).
+	 */
 	case -ENOSYS:
-		return "function not implemented (for io_uring: blocked by "
-		       "seccomp or not built into the kernel)";
+		return "function not implemented";
 	case -EPERM:
-		return "operation not permitted (for io_uring: "
-		       "kernel.io_uring_disabled or a security policy)";
+		return "operation not permitted";
+	case -EINTR:
+		return "interrupted (AGR_INTERRUPTED: cut short by a stop)";
 	case -EBUSY:
 		return "busy";
 	case -EALREADY:

@@ -65,7 +65,23 @@
 
 enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED, G_IDLING };
 
-enum ex_flags { EX_STARTING = 1u, EX_DONE = 2u, EX_MATCHED = 4u };
+enum ex_flags {
+	EX_STARTING = 1u,
+	EX_DONE = 2u,
+	EX_MATCHED = 4u,
+	EX_EARLY_DONE = 8u /* agr_exchange_done() inside the running function */
+};
+
+/* For log lines: `type "x"` (cut at 32 bytes), or `no type` for NULL. */
+static const char *type_phrase(const char *type, char *buf, size_t len)
+{
+	if (!type)
+		return "no type (NULL)";
+	snprintf(buf, len, "type \"%.32s\"", type);
+	return buf;
+}
+
+#define TYPE_PHRASE_LEN 48
 
 /*
  * The exchange's word that other threads touch (ctl): whether the
@@ -150,6 +166,7 @@ struct group {
 	 * send then pays no extra atomic operation.
 	 */
 	atomic_uint_fast64_t admitted, handled, failed, skipped, discarded;
+	atomic_uint_fast64_t interrupted; /* handled, cut short by a stop */
 };
 
 #define LINE_OF(member) (offsetof(struct group, member) / AGR__CACHELINE)
@@ -405,12 +422,26 @@ static void clear_current(struct group *g)
 }
 
 /*
+ * A function's status, as the completion tells it: I/O cancelled (or,
+ * in a force stop, refused because the workers tear down) is
+ * AGR_INTERRUPTED, so that AGR_DISCARDED keeps meaning "no function
+ * saw it" (the two are told apart for redelivery).
+ */
+static int function_status(const struct agr_dispatcher *d, int status)
+{
+	if (status == -ECANCELED ||
+	    (status == -ESHUTDOWN && atomic_load(&d->forced)))
+		return AGR_INTERRUPTED;
+	return status;
+}
+
+/*
  * Completes the current message, whose functions have all finished;
  * false (nothing done) while a forwarded agr_exchange_done() is queued.
  */
 static bool finish(struct group *g, struct agr_exchange *ex)
 {
-	int status = ex->status < 0 ? ex->status : 0;
+	int status = ex->status < 0 ? function_status(g->d, ex->status) : 0;
 
 	ex->flags |= EX_DONE;
 	if (!hand_back(ex)) {
@@ -423,6 +454,8 @@ static bool finish(struct group *g, struct agr_exchange *ex)
 				      agr__now_ns() - ex->stamp_ns);
 	if (!(ex->flags & EX_MATCHED))
 		agr__bump(&g->skipped);
+	else if (status == AGR_INTERRUPTED)
+		agr__bump(&g->interrupted);
 	else if (status < 0)
 		agr__bump(&g->failed);
 	else
@@ -431,9 +464,28 @@ static bool finish(struct group *g, struct agr_exchange *ex)
 	return true;
 }
 
+/* Says which message a force stop ends pending, as a graceful one would. */
+static void log_forced_end(struct group *g, struct agr_exchange *ex)
+{
+	uint64_t since = atomic_load_explicit(&g->pending_since,
+					      memory_order_relaxed);
+	uint64_t now = agr__now_ns();
+	char tb[TYPE_PHRASE_LEN];
+
+	agr__log(AGR_LOG_WARN,
+		 "%s: force stop: group %u (worker %d) ended its message of "
+		 "%s, pending for %.1f s: a function returned AGR_PENDING "
+		 "and had not called agr_exchange_done(), and no ring "
+		 "operation of it is left; it completes with AGR_INTERRUPTED",
+		 g->d->name, g->index, agr_worker_index(g->worker),
+		 type_phrase(message_of(ex)->type, tb, sizeof(tb)),
+		 since && now > since ? (double)(now - since) / 1e9 : 0.0);
+}
+
 /*
- * Discards the current message, whose functions are pending, for a
- * force stop; false while a forwarded agr_exchange_done() is queued.
+ * Ends the current message, whose functions are pending, for a force
+ * stop: AGR_INTERRUPTED, as a function saw it; false while a forwarded
+ * agr_exchange_done() is queued.
  */
 static bool discard_pending(struct group *g, struct agr_exchange *ex)
 {
@@ -442,12 +494,13 @@ static bool discard_pending(struct group *g, struct agr_exchange *ex)
 		ex->flags &= ~(unsigned)EX_DONE;
 		return false;
 	}
+	log_forced_end(g, ex);
 	clear_current(g);
 	if (g->d->latency) /* it started: its time counts */
 		agr__histogram_record(&latency_of(g)->processing,
 				      agr__now_ns() - ex->stamp_ns);
-	agr__bump(&g->discarded);
-	complete(g, ex, AGR_DISCARDED);
+	agr__bump(&g->interrupted);
+	complete(g, ex, AGR_INTERRUPTED);
 	return true;
 }
 
@@ -503,23 +556,48 @@ static bool handler_matches(const struct handler *h, const agr_message *msg)
 	return msg->type && strcmp(h->type, msg->type) == 0;
 }
 
+/*
+ * A function that called agr_exchange_done() before returning something
+ * else than AGR_PENDING had nothing pending: that call is taken back.
+ */
+static void undo_early_done(struct agr_exchange *ex, int r)
+{
+	char tb[TYPE_PHRASE_LEN];
+
+	ex->pending++;
+	agr__log(AGR_LOG_WARN,
+		 "%s: a function for a message of %s called "
+		 "agr_exchange_done() before it returned, then returned %d, "
+		 "not AGR_PENDING: nothing was pending; the call is ignored",
+		 ex->group->d->name,
+		 type_phrase(message_of(ex)->type, tb, sizeof(tb)), r);
+}
+
 static void call_handler(struct agr_exchange *ex, const struct handler *h)
 {
-	int r;
+	char tb[TYPE_PHRASE_LEN];
+	int r, status_before = ex->status;
+	bool early;
 
 	ex->flags |= EX_MATCHED;
+	ex->flags &= ~(unsigned)EX_EARLY_DONE;
 	ex->pending++;
 	r = h->fn(ex, h->arg);
+	early = ex->flags & EX_EARLY_DONE;
+	ex->flags &= ~(unsigned)EX_EARLY_DONE;
 	if (r == AGR_PENDING)
-		return;
+		return; /* an early call finished it: documented */
+	if (early) {
+		ex->status = status_before; /* nor does its status count */
+		undo_early_done(ex, r);
+	}
 	ex->pending--;
 	if (r > 0) {
 		agr__log(AGR_LOG_ERROR,
-			 "%s: a function for type \"%s\" returned %d, which is "
-			 "neither 0, AGR_PENDING nor a negative errno",
+			 "%s: a function for a message of %s returned %d, "
+			 "which is neither 0, AGR_PENDING nor a negative errno",
 			 ex->group->d->name,
-			 message_of(ex)->type ? message_of(ex)->type : "",
-			 r);
+			 type_phrase(message_of(ex)->type, tb, sizeof(tb)), r);
 		r = -EINVAL;
 	}
 	record_status(ex, r);
@@ -776,13 +854,18 @@ static void apply_done(struct agr_exchange *ex, unsigned n, int status)
 	struct group *g = ex->group;
 
 	if (n > (unsigned)ex->pending) {
+		char tb[TYPE_PHRASE_LEN];
+
 		agr__log(AGR_LOG_WARN,
 			 "%s: agr_exchange_done() called with no function "
-			 "pending (group %u, type \"%s\"); ignored",
+			 "pending (group %u, %s); ignored",
 			 g->d->name, g->index,
-			 message_of(ex)->type ? message_of(ex)->type : "");
+			 type_phrase(message_of(ex)->type, tb, sizeof(tb)));
 		n = (unsigned)ex->pending;
 	}
+	/* Inside a function that has not returned: it decides (above). */
+	if (n > 0 && (ex->flags & EX_STARTING) && ex->pending > 0)
+		ex->flags |= EX_EARLY_DONE;
 	if (n > 0)
 		record_status(ex, status);
 	ex->pending -= (int)n;
@@ -937,6 +1020,7 @@ static void init_groups(struct agr_dispatcher *d)
 		atomic_init(&g->failed, 0);
 		atomic_init(&g->skipped, 0);
 		atomic_init(&g->discarded, 0);
+		atomic_init(&g->interrupted, 0);
 		atomic_init(&g->current, NULL);
 		atomic_init(&g->pending_since, 0);
 		for (int k = 0; k < PENDING_TYPE_WORDS; k++)
@@ -1530,29 +1614,40 @@ static void report_group(struct agr_dispatcher *d, struct group *g,
 	uint64_t since = atomic_load_explicit(&g->pending_since,
 					      memory_order_relaxed);
 	uint64_t now = agr__now_ns();
-	const char *type = ex ? message_of(ex)->type : NULL;
 	unsigned worker = (unsigned)agr_worker_index(g->worker);
+	int inflight = agr__worker_inflight(g->worker);
+	char tb[TYPE_PHRASE_LEN];
+	const char *type = ex ? type_phrase(message_of(ex)->type, tb,
+					    sizeof(tb)) : NULL;
 
-	if (!type)
-		type = "";
 	if (!ex)
 		agr__log(AGR_LOG_WARN,
-			 "%s: %s: group %u (worker %u) has messages queued "
-			 "that wait for its worker", d->name, what, g->index,
-			 worker);
+			 "%s: %s: group %u (worker %u) has work its worker "
+			 "has not run yet; the worker has %d ring "
+			 "operation(s) in flight (one torn down by a force "
+			 "stop names what it waits for)", d->name, what,
+			 g->index, worker, inflight);
+	else if (since && now > since && inflight > 0)
+		agr__log(AGR_LOG_WARN,
+			 "%s: %s: group %u (worker %u) holds a message of "
+			 "%s, pending for %.1f s: a function returned "
+			 "AGR_PENDING, and its worker has %d ring "
+			 "operation(s) in flight that may be its own I/O, "
+			 "still running", d->name, what, g->index, worker,
+			 type, (double)(now - since) / 1e9, inflight);
 	else if (since && now > since)
 		agr__log(AGR_LOG_WARN,
 			 "%s: %s: group %u (worker %u) holds a message of "
-			 "type \"%.32s\", pending for %.1f s: a function "
-			 "returned AGR_PENDING and has not called "
-			 "agr_exchange_done()", d->name, what, g->index,
-			 worker, type, (double)(now - since) / 1e9);
+			 "%s, pending for %.1f s: a function returned "
+			 "AGR_PENDING and has not called agr_exchange_done(), "
+			 "and its worker has no I/O in flight", d->name, what,
+			 g->index, worker, type, (double)(now - since) / 1e9);
 	else
 		agr__log(AGR_LOG_WARN,
 			 "%s: %s: group %u (worker %u) runs a function for a "
-			 "message of type \"%.32s\", for %.1f s or more "
-			 "(blocked in a call?)", d->name, what, g->index,
-			 worker, type, (double)waited_ns / 1e9);
+			 "message of %s, for %.1f s or more (blocked in a "
+			 "call?)", d->name, what, g->index, worker, type,
+			 (double)waited_ns / 1e9);
 }
 
 /*
@@ -1901,6 +1996,7 @@ AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 		out->failed += load(&g->failed);
 		out->skipped += load(&g->skipped);
 		out->discarded += load(&g->discarded);
+		out->interrupted += load(&g->interrupted);
 	}
 	out->stuck = atomic_load_explicit(&d->stuck_detected,
 					  memory_order_relaxed);

@@ -440,6 +440,7 @@ AGR_API int agr_io_send_zc(agr_worker *w, int fd, const void *buf,
 					    index);
 	else
 		io_uring_prep_send_zc(sqe, fd, buf, len, flags, 0);
+	agr__op_set_zero_copy(op);
 	return agr__worker_finish(w, op, sqe);
 }
 

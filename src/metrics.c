@@ -86,8 +86,8 @@ static void emit_seconds(struct out *o, uint64_t ns)
 /* One counter family of a dispatcher's stats, by one label. */
 struct stat_family {
 	const char *name, *help, *label;
-	const char *values[4];
-	size_t offsets[4];
+	const char *values[5];
+	size_t offsets[5];
 };
 
 #define STAT(field) offsetof(agr_dispatcher_stats, field)
@@ -102,8 +102,9 @@ static const struct stat_family stat_families[] = {
 	{ "aggring_messages_total",
 	  "Admitted messages completed, by outcome.",
 	  "outcome",
-	  { "handled", "failed", "skipped", "discarded" },
-	  { STAT(handled), STAT(failed), STAT(skipped), STAT(discarded) } },
+	  { "handled", "failed", "skipped", "discarded", "interrupted" },
+	  { STAT(handled), STAT(failed), STAT(skipped), STAT(discarded),
+	    STAT(interrupted) } },
 	{ "aggring_stuck_messages_total",
 	  "Messages found pending longer than the watchdog's threshold.",
 	  NULL, /* one series per dispatcher, no further label */

@@ -1270,9 +1270,10 @@ static void add_stats(agr_component_report *r, agr_dispatcher *d)
 
 	if (agr_dispatcher_stats_get(d, &st) != 0)
 		return;
-	r->handled += st.handled + st.failed + st.skipped;
+	r->handled += st.handled + st.failed + st.skipped + st.interrupted;
 	r->failed += st.failed;
 	r->discarded += st.discarded;
+	r->interrupted += st.interrupted;
 }
 
 static void fill_component_locked(struct component *c,

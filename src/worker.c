@@ -80,6 +80,8 @@ struct agr__op {
 	agr_io_id id;
 	/* Set by agr__worker_cancel_owner(): the owner's I/O must end. */
 	bool cancelled;
+	bool zero_copy;	  /* agr_io_send_zc(): a notification follows */
+	bool notif_only;  /* its send completed: only the notification is due */
 	agr__drained_fn drained;
 	void *drained_arg;
 };
@@ -312,6 +314,11 @@ static void op_untrack(struct agr_worker *w, struct agr__op *op)
 	w->inflight--;
 	atomic_store_explicit(&w->inflight_now, w->inflight,
 			      memory_order_relaxed);
+}
+
+void agr__op_set_zero_copy(struct agr__op *op)
+{
+	op->zero_copy = true;
 }
 
 static void op_free(struct agr_worker *w, struct agr__op *op)
@@ -550,6 +557,8 @@ static struct agr__op *new_op(struct agr_worker *w, agr_io_cb cb, void *arg)
 	op->id = ++w->last_id;
 	op->owner = w->current_owner;
 	op->cancelled = false;
+	op->zero_copy = false;
+	op->notif_only = false;
 	op->drained = NULL;
 	op_track(w, op);
 	return op;
@@ -842,8 +851,10 @@ static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 	w->completing = NULL;
 	w->owner_cancelled = false;
 	w->current_owner = NULL;
-	if (flags & IORING_CQE_F_MORE)
+	if (flags & IORING_CQE_F_MORE) {
+		op->notif_only = op->zero_copy;
 		return;
+	}
 	if (agr__unlikely(op->drained != NULL))
 		note_drained(w, op);
 	op_free(w, op);
@@ -1262,19 +1273,115 @@ static void cancel_inflight(struct agr_worker *w)
 }
 
 /*
+ * A force stop names what it still waits for this often, and gives up
+ * on zero-copy notifications after TEARDOWN_ZC_GIVE_UP_NS: only a peer
+ * that reads, or closes its socket, makes the kernel release the
+ * pages of bytes queued to it, and a stop must not wait for a peer.
+ */
+#define TEARDOWN_REPORT_NS (5ull * 1000000000u)
+#define TEARDOWN_ZC_GIVE_UP_NS (10ull * 1000000000u)
+#define TEARDOWN_TICK_NS 250000000ll /* a look at the clock */
+
+/* In-flight operations that wait only for their notification. */
+static unsigned count_notif_only(struct agr_worker *w)
+{
+	struct agr__op *op;
+	unsigned n = 0;
+
+	for (op = w->inflight_list; op; op = op->next)
+		n += op->notif_only;
+	return n;
+}
+
+static void report_teardown(struct agr_worker *w, uint64_t waited_ns)
+{
+	unsigned zc = count_notif_only(w);
+
+	agr__log(AGR_LOG_WARN,
+		 "%s: force stop has waited %.1f s for %u ring operation(s): "
+		 "%u zero-copy send notification(s) (the kernel holds those "
+		 "buffers until the peer reads or closes its socket; given up "
+		 "%llu s into the stop) and %u other(s) the kernel has not "
+		 "cancelled (they end on their own)",
+		 w->thread_name, (double)waited_ns / 1e9, w->inflight, zc,
+		 (unsigned long long)(TEARDOWN_ZC_GIVE_UP_NS / 1000000000u),
+		 w->inflight - zc);
+}
+
+/*
+ * Gives up on notifications that did not come: each callback runs a
+ * last time with -ETIMEDOUT and IORING_CQE_F_NOTIF (agr_io_send_zc()
+ * says what that means for the buffer). The kernel may post the real
+ * one later, into a ring nobody reads any more.
+ */
+static void abandon_notifications(struct agr_worker *w)
+{
+	struct agr__op *op, *next;
+
+	agr__log(AGR_LOG_WARN,
+		 "%s: force stop gave up on %u zero-copy send notification(s) "
+		 "after %llu s: their buffers may still be read by the kernel "
+		 "until the peer reads or closes its socket",
+		 w->thread_name, w->inflight,
+		 (unsigned long long)(TEARDOWN_ZC_GIVE_UP_NS / 1000000000u));
+	for (op = w->inflight_list; op; op = next) {
+		next = op->next;
+		op_untrack(w, op);
+		w->completing = op;
+		running_begin(w);
+		op->cqe_cb(-ETIMEDOUT, IORING_CQE_F_NOTIF, op->arg);
+		end_of_callback(w);
+		running_end(w);
+		w->completing = NULL;
+		op_free(w, op);
+	}
+}
+
+/*
+ * Submits and waits for a completion, or TEARDOWN_TICK_NS at most: a
+ * look at the clock however long the kernel takes. (Under Valgrind,
+ * which does not know that this call blocks, the other threads wait
+ * out one tick at most.)
+ */
+static void wait_a_tick(struct agr_worker *w)
+{
+	struct __kernel_timespec ts = { 0, TEARDOWN_TICK_NS };
+	struct io_uring_cqe *cqe;
+
+	io_uring_submit_and_wait_timeout(&w->ring, &cqe, 1, &ts, NULL);
+}
+
+/*
  * Immediate dispose on this worker: queued items are dropped (each is
  * told), in-flight operations are cancelled and reaped, so their
  * callbacks have all run (most with -ECANCELED) when the loop ends.
+ * What the kernel does not end at once is named every 5 s; zero-copy
+ * notifications are given up on after TEARDOWN_ZC_GIVE_UP_NS.
  */
 static void tear_down(struct agr_worker *w)
 {
+	uint64_t start = agr__now_ns(), report = start + TEARDOWN_REPORT_NS;
+	uint64_t now, cancel_at = 0;
+
 	w->closing = true;
 	drop_raw(w);
 	drop_inbox(w);
 	while (w->inflight > 0) {
-		cancel_inflight(w);
-		agr__ring_wait(&w->ring);
+		/* Once a tick: each cancel's own CQE ends the next wait. */
+		if (agr__now_ns() >= cancel_at) {
+			cancel_inflight(w);
+			cancel_at = agr__now_ns() + (uint64_t)TEARDOWN_TICK_NS;
+		}
+		wait_a_tick(w);
 		reap(w);
+		now = agr__now_ns();
+		if (w->inflight > 0 && now >= report) {
+			report_teardown(w, now - start);
+			report = now + TEARDOWN_REPORT_NS;
+		}
+		if (w->inflight > 0 && now - start >= TEARDOWN_ZC_GIVE_UP_NS &&
+		    count_notif_only(w) == w->inflight)
+			abandon_notifications(w);
 	}
 	drop_inbox(w);
 }

@@ -198,6 +198,12 @@ int agr__worker_finish(struct agr_worker *w, struct agr__op *op,
 		       struct io_uring_sqe *sqe);
 
 /*
+ * Marks `op` a zero-copy send: a force stop that tears the worker down
+ * waits for its notification only so long (agr_io_send_zc()).
+ */
+void agr__op_set_zero_copy(struct agr__op *op);
+
+/*
  * After a failed agr_io_* call: forgets agr_io_next() and ends an open
  * chain (its last SQE no longer links to what comes next).
  */

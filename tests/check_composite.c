@@ -592,11 +592,11 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 					     &late.m),
 			 -ESHUTDOWN);
 
-	/* The force cancels the receive; the message completes discarded. */
+	/* The force cancels the receive; the message completes interrupted. */
 	ck_assert_int_eq(agr_composite_force_stop(f.c), 0);
 	ck_assert(tu_tally_wait(&f.done, 2, TU_LONG_NS));
 	ck_assert_int_eq(atomic_load(&r.recv_res), -ECANCELED);
-	ck_assert_int_eq(stuck.status, AGR_DISCARDED);
+	ck_assert_int_eq(stuck.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(atomic_load(&stuck.completions), 1);
 	fixture_destroy(&f, true);
 	close(r.fds[0]);

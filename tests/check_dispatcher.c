@@ -771,8 +771,8 @@ START_TEST(force_stop_cancels_blocked_io)
 	/* The force took over the graceful stop, which succeeds. */
 	ck_assert_int_eq(stopper_join(&s), 0);
 	ck_assert_int_eq(r.recv_res, -ECANCELED);
-	ck_assert_int_eq(t[0].status, -ECANCELED);
-	ck_assert_int_eq(t[0].status, AGR_DISCARDED);
+	/* Its function saw it: interrupted, unlike those behind it. */
+	ck_assert_int_eq(t[0].status, AGR_INTERRUPTED);
 	for (i = 1; i < 5; i++) {
 		ck_assert_int_eq(t[i].status, AGR_DISCARDED);
 		ck_assert_int_eq(journal_pos(&r.j, EV_START + t[i].seq), -1);
@@ -783,9 +783,11 @@ START_TEST(force_stop_cancels_blocked_io)
 	ck_assert_int_eq(agr_dispatcher_send(d, &late.m), -ESHUTDOWN);
 	st = stats_of(d);
 	ck_assert_uint_eq(st.admitted, 5);
-	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded,
+	ck_assert_uint_eq(st.handled + st.failed + st.skipped + st.discarded +
+				  st.interrupted,
 			  5);
-	ck_assert_uint_ge(st.discarded, 4);
+	ck_assert_uint_eq(st.discarded, 4);
+	ck_assert_uint_eq(st.interrupted, 1);
 	ck_assert_uint_eq(st.handled, 0);
 	agr_dispatcher_free(d);
 	if (_i != 0)
@@ -879,9 +881,10 @@ static void chain_completed(agr_message *msg, int status, void *arg)
  * library refuses their next submissions (-ECANCELED), so every chain
  * ends within a few hops and every message completes exactly once with
  * the error its handler got. _i == 0: the supplier is shared, so the
- * dispatcher's force refuses the chains' I/O (-ECANCELED, which is
- * AGR_DISCARDED); 1: the dispatcher owns it and forces it too, and the
- * workers' teardown refuses it (-ESHUTDOWN, as io.h says).
+ * dispatcher's force refuses the chains' I/O (-ECANCELED); 1: the
+ * dispatcher owns it and forces it too, and the workers' teardown
+ * refuses it (-ESHUTDOWN, as io.h says). Either way each message
+ * reached its function: AGR_INTERRUPTED.
  */
 START_TEST(force_stop_ends_resubmitting_chains)
 {
@@ -927,8 +930,7 @@ START_TEST(force_stop_ends_resubmitting_chains)
 		agr_supplier_free(sup);
 	for (i = 0; i < CHAINS; i++) {
 		ck_assert_int_eq(atomic_load(&c[i].completions), 1);
-		ck_assert_int_eq(c[i].status,
-				 _i == 0 ? AGR_DISCARDED : -ESHUTDOWN);
+		ck_assert_int_eq(c[i].status, AGR_INTERRUPTED);
 	}
 	tu_tally_destroy(&run.completed);
 	tu_latch_destroy(&run.running);
@@ -970,7 +972,7 @@ START_TEST(done_from_another_thread_after_force_stop_completes)
 	ck_assert_msg(journal_wait(&h.j, 2),
 		      "%ld of 2 messages completed after the force stop",
 		      tu_tally_value(&h.j.completed));
-	ck_assert_int_eq(t1.status, -ECANCELED);
+	ck_assert_int_eq(t1.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(t2.status, AGR_DISCARDED);
 	agr_dispatcher_free(d);
 	if (_i != 0)
@@ -2655,7 +2657,8 @@ END_TEST
 
 /*
  * Message 1's function returns AGR_PENDING and never finishes. A force
- * stop discards it (no I/O left) and the one queued behind it, within
+ * stop ends it (AGR_INTERRUPTED: no I/O left) and discards the one
+ * queued behind it (AGR_DISCARDED), within
  * the bound; a late agr_exchange_done() is logged and ignored; free
  * returns at once. _i == 0: the dispatcher owns its supplier (whose
  * workers the force tears down); 1: it does not.
@@ -2686,9 +2689,14 @@ START_TEST(force_stop_ends_a_pending_function_that_never_finishes)
 	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
 	ck_assert(journal_wait(&h.j, 2));
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_int_eq(t1.status, AGR_DISCARDED);
+	/* t1 reached its function, t2 never did. */
+	ck_assert_int_eq(t1.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(t2.status, AGR_DISCARDED);
 	ck_assert_int_eq(journal_pos(&h.j, EV_START + 2), -1);
+	/* Not silently: which group, which message, for how long. */
+	ASSERT_LOGGED("orders: force stop: group",
+		      "ended its message of type \"lost-callback\"",
+		      "AGR_INTERRUPTED");
 
 	agr_exchange_done(h.ex, 0); /* too late: ignored, and said so */
 	ASSERT_LOGGED("orders: agr_exchange_done()",
@@ -2697,7 +2705,9 @@ START_TEST(force_stop_ends_a_pending_function_that_never_finishes)
 	st = stats_of(d);
 	agr_dispatcher_free(d);
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_uint_eq(st.discarded, 2);
+	ck_assert_uint_eq(st.discarded, 1);
+	ck_assert_uint_eq(st.interrupted, 1);
+	ck_assert_uint_eq(st.failed, 0);
 	ck_assert_int_eq(atomic_load(&t1.completions), 1);
 	ck_assert_int_eq(atomic_load(&t2.completions), 1);
 	ck_assert_int_eq(tu_tally_value(&h.j.completed), 2);
@@ -2747,8 +2757,9 @@ static void note_recv_at_completion(agr_message *msg, int status, void *arg)
 
 /*
  * The force cancels the receive, whose callback does not finish the
- * function: the message is discarded once the receive is gone, not
- * before (its buffer is the kernel's until then). _i as above.
+ * function: the message ends (AGR_INTERRUPTED) once the receive is
+ * gone, not before (its buffer is the kernel's until then). _i as
+ * above.
  */
 START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 {
@@ -2779,7 +2790,7 @@ START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 		stop(d);
 	ck_assert(journal_wait(&r.j, 1));
 	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
-	ck_assert_int_eq(t.status, AGR_DISCARDED);
+	ck_assert_int_eq(t.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(r.res_at_completion, -ECANCELED);
 	agr_dispatcher_free(d);
 	ck_assert_int_eq(atomic_load(&t.completions), 1);
@@ -2789,6 +2800,120 @@ START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 	close(r.fds[1]);
 	tu_latch_destroy(&r.started);
 	journal_destroy(&r.j);
+}
+END_TEST
+
+/*
+ * A graceful stop that runs out while a pending function's receive is
+ * in flight says so, instead of blaming a missing agr_exchange_done().
+ */
+START_TEST(graceful_timeout_names_io_in_flight)
+{
+	agr_supplier *sup = new_supplier(1);
+	struct lost_recv r = { .recv_res = 1, .res_at_completion = 1 };
+	agr_dispatcher_options o = options(sup, true, 8, &r);
+	agr_dispatcher *d;
+	struct tmsg t;
+
+	o.on_complete = note_recv_at_completion;
+	journal_init(&r.j);
+	tu_latch_init(&r.started, 1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
+	logbook_open();
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, recv_then_forget, &r);
+	start(d);
+	tmsg_init(&t, "order-1", 1);
+	send_ok(d, &t);
+	ck_assert(tu_latch_wait(&r.started, TU_LONG_NS));
+	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, 20 * MS),
+			 -ETIMEDOUT);
+	ASSERT_LOGGED("agr_dispatcher_stop_gracefully() ran out",
+		      "holds a message of no type (NULL)",
+		      "ring operation(s) in flight that may be its own I/O");
+	ck_assert_int_eq(log_wait("has not called agr_exchange_done()", NULL,
+				  NULL, 0),
+			 0);
+	agr_dispatcher_free(d);
+	ck_assert_int_eq(t.status, AGR_INTERRUPTED);
+	logbook_close();
+	close(r.fds[0]);
+	close(r.fds[1]);
+	tu_latch_destroy(&r.started);
+	journal_destroy(&r.j);
+}
+END_TEST
+
+/* Calls agr_exchange_done() before it returns; returns its arg. */
+static int done_early(agr_exchange *ex, void *arg)
+{
+	agr_exchange_done(ex, -EIO);
+	return (int)(intptr_t)arg;
+}
+
+/*
+ * agr_exchange_done() inside the function, before it returns: with
+ * AGR_PENDING returned it finishes the function (the message fails
+ * with its status); with 0 returned nothing was pending, so it is
+ * ignored and said so, naming a NULL type as such.
+ */
+START_TEST(done_inside_the_function_is_applied_or_reported)
+{
+	struct journal j;
+	agr_dispatcher_options o = owned_options(1, 4, &j);
+	struct tmsg pending, plain;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	logbook_open();
+	d = new_dispatcher(&o);
+	add_fn(d, "pending", done_early, (void *)(intptr_t)AGR_PENDING);
+	add_fn(d, NULL, done_early, (void *)(intptr_t)0);
+	start(d);
+	tmsg_init(&pending, "order-1", 1);
+	pending.m.type = "pending";
+	tmsg_init(&plain, "order-2", 2); /* type NULL: only the catch-all */
+	send_ok(d, &pending);
+	ck_assert(journal_wait(&j, 1));
+	send_ok(d, &plain);
+	ck_assert(journal_wait(&j, 2));
+	/* "pending" also matches the catch-all, which returns 0. */
+	ck_assert_int_eq(pending.status, -EIO);
+	ck_assert_int_eq(plain.status, 0);
+	ck_assert_int_eq(atomic_load(&plain.completions), 1);
+	ASSERT_LOGGED("a function for a message of no type (NULL) called "
+		      "agr_exchange_done() before it returned",
+		      "returned 0", "ignored");
+	stop_and_free(d);
+	logbook_close();
+	journal_destroy(&j);
+}
+END_TEST
+
+/* A worker init hook's own EPERM is not explained as io_uring's. */
+static int init_eperm(agr_worker *w, void *arg)
+{
+	(void)w;
+	(void)arg;
+	return -EPERM;
+}
+
+START_TEST(init_hook_eperm_is_its_own)
+{
+	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
+	agr_supplier *sup = NULL;
+	agr_scheduler *s = NULL;
+
+	so.parallelism = 1;
+	so.worker_init = init_eperm;
+	logbook_open();
+	ck_assert_int_eq(agr_supplier_new_opts("hook", &so, &sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(sup, &order, &s), -EPERM);
+	ASSERT_LOGGED("the worker init hook failed", NULL, NULL);
+	ck_assert_ptr_null(strstr(agr_strerror(-EPERM), "io_uring"));
+	ck_assert_ptr_null(strstr(agr_strerror(-ENOSYS), "io_uring"));
+	agr_supplier_free(sup);
+	logbook_close();
 }
 END_TEST
 
@@ -3217,6 +3342,9 @@ static Suite *suite(void)
 		0, 2);
 	tcase_add_test(core, free_names_the_function_it_waits_for);
 	tcase_add_test(core, graceful_timeout_names_what_holds_it);
+	tcase_add_test(core, graceful_timeout_names_io_in_flight);
+	tcase_add_test(core, done_inside_the_function_is_applied_or_reported);
+	tcase_add_test(core, init_hook_eperm_is_its_own);
 	tcase_add_test(core, dones_from_many_threads_complete_once);
 	tcase_add_test(core, einval_names_the_argument);
 	tcase_add_test(core, batch_counts_one_refusal);

@@ -283,7 +283,8 @@ START_TEST(intake_and_outcomes_are_separate_families)
 	dispatcher_init(&d, NULL);
 	d.m.messages = (agr_dispatcher_stats){ .admitted = 10, .refused = 3,
 					       .handled = 5, .failed = 2,
-					       .skipped = 1, .discarded = 1 };
+					       .skipped = 1, .discarded = 1,
+					       .interrupted = 4 };
 	text = render(&ds, 1);
 	assert_line(text, "# TYPE aggring_sends_total counter");
 	assert_line(text, "aggring_sends_total{" LABELS ",result=\"admitted\"} 10");
@@ -295,7 +296,9 @@ START_TEST(intake_and_outcomes_are_separate_families)
 	assert_line(text, "aggring_messages_total{" LABELS ",outcome=\"skipped\"} 1");
 	assert_line(text,
 		    "aggring_messages_total{" LABELS ",outcome=\"discarded\"} 1");
-	ck_assert_int_eq(count_lines(text, "aggring_messages_total{"), 4);
+	assert_line(text, "aggring_messages_total{" LABELS
+			  ",outcome=\"interrupted\"} 4");
+	ck_assert_int_eq(count_lines(text, "aggring_messages_total{"), 5);
 	free(text);
 }
 END_TEST

@@ -394,6 +394,7 @@ struct tmsg {
 	int status;
 	struct tmsg *leaf; /* for a forwarder: what it sends */
 	struct tmsg *then; /* for a leaf: the forwarder it sends, if any */
+	struct tu_latch *go; /* for a forwarder: wait for it first */
 };
 
 struct flow {
@@ -477,6 +478,8 @@ static int fwd_fn(agr_exchange *ex, void *arg)
 	struct flow *f = arg;
 	struct tmsg *t = agr_exchange_message(ex)->user;
 
+	if (t->go)
+		TU_EXPECT(tu_latch_wait(t->go, TU_LONG_NS));
 	TU_EXPECT(agr_dispatcher_send(f->next, &t->leaf->m) == 0);
 	return 0;
 }
@@ -589,11 +592,16 @@ static void forward_one_by_one(struct flow *f, agr_fault_point point,
 /*
  * A chain of `n` forwarders and leaves that workers send each other:
  * after the first send from this thread, every doorbell is rung by a
- * worker. `arm` runs right after that first send.
+ * worker. `arm` runs after that first send (whose doorbell it must not
+ * hit) and before the chain goes on: the first forwarder waits for it.
+ * Without that wait a test thread preempted between the two (a loaded
+ * machine) armed its faults after the whole chain had run, and none
+ * fired.
  */
 static void chain(struct flow *f, int n, void (*arm)(void))
 {
 	struct tmsg *fwd, *leaf, *prev = NULL, *first = NULL;
+	struct tu_latch go;
 	int i;
 
 	for (i = 0; i < n; i++) {
@@ -606,11 +614,15 @@ static void chain(struct flow *f, int n, void (*arm)(void))
 			first = fwd;
 		prev = leaf;
 	}
+	tu_latch_init(&go, 1);
+	first->go = &go;
 	ck_assert_int_eq(agr_dispatcher_send(f->d, &first->m), 0);
 	arm();
+	tu_latch_count_down(&go);
 	ck_assert_msg(tu_tally_wait(&f->leaves, n, TU_LONG_NS),
 		      "the chain stopped after %ld of %d", tu_tally_value(&f->leaves),
 		      n);
+	tu_latch_destroy(&go);
 }
 
 /* ---- doorbells ---- */

@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -794,6 +796,132 @@ START_TEST(zero_copy_send_reports_completion_and_notification)
 }
 END_TEST
 
+/* ---- zero-copy send to a peer that never reads ---- */
+
+#define ZC_BIG (8 << 20)
+
+struct zc_stall {
+	int fd;
+	unsigned char *buf;
+	atomic_int submit_ret, calls, last_res;
+	atomic_uint last_flags;
+	struct tu_latch submitted;
+};
+
+static struct tu_tally zc_reports; /* the worker's 5 s reports */
+
+static void zc_log_hook(agr_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == AGR_LOG_WARN && strstr(msg, "ioext-Order-0") &&
+	    strstr(msg, "zero-copy send notification"))
+		tu_tally_add(&zc_reports);
+}
+
+static void on_zc_stall(int res, unsigned flags, void *arg)
+{
+	struct zc_stall *z = arg;
+
+	atomic_store(&z->last_res, res);
+	atomic_store(&z->last_flags, flags);
+	atomic_fetch_add(&z->calls, 1);
+}
+
+static void send_big(void *arg)
+{
+	struct zc_stall *z = arg;
+
+	atomic_store(&z->submit_ret,
+		     agr_io_send_zc(agr_worker_current(), z->fd, z->buf, ZC_BIG,
+				    MSG_NOSIGNAL, on_zc_stall, z));
+	tu_latch_count_down(&z->submitted);
+}
+
+struct freer {
+	agr_supplier *sup;
+	struct tu_latch done;
+};
+
+static void *free_supplier(void *arg)
+{
+	struct freer *f = arg;
+
+	agr_supplier_free(f->sup);
+	tu_latch_count_down(&f->done);
+	return NULL;
+}
+
+/* Bytes the peer has not read; waits (bounded) until there are some. */
+static int wait_unread(int fd)
+{
+	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
+	struct timespec pause = { 0, 1000000 };
+	int n = 0;
+
+	while (ioctl(fd, FIONREAD, &n) == 0 && n == 0 &&
+	       tu_now_ns() < deadline)
+		nanosleep(&pause, NULL);
+	return n;
+}
+
+/*
+ * 8 MiB sent zero-copy to a loopback peer that never reads: the kernel
+ * holds the pages of the bytes queued at the peer, and the notification
+ * comes only when it reads or closes. A force stop cancels the send,
+ * names the notification it waits for every 5 s, and gives up on it
+ * 10 s in: the callback runs one last time (-ETIMEDOUT, F_NOTIF) and
+ * the free returns. Before, the free waited silently until the peer
+ * closed its socket.
+ */
+START_TEST(force_stop_gives_up_on_a_zero_copy_notification)
+{
+	struct zc_stall z = { .fd = -1 };
+	struct freer f;
+	int client, server;
+	uint64_t before, took;
+	pthread_t th;
+	struct rig g;
+
+	z.buf = calloc(1, ZC_BIG);
+	ck_assert_ptr_nonnull(z.buf);
+	tcp_pair(&client, &server);
+	z.fd = client;
+	atomic_init(&z.submit_ret, 1);
+	tu_latch_init(&z.submitted, 1);
+	tu_tally_init(&zc_reports);
+	agr_set_log_hook(zc_log_hook, NULL);
+	rig_up(&g, 0);
+	run_on(&g, send_big, &z);
+	ck_assert(tu_latch_wait(&z.submitted, TU_LONG_NS));
+	ck_assert_int_eq(atomic_load(&z.submit_ret), 0);
+	ck_assert_int_gt(wait_unread(server), 0);
+
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_supplier_force_stop(g.sup), 0);
+	f.sup = g.sup;
+	tu_latch_init(&f.done, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, free_supplier, &f), 0);
+	ck_assert_msg(tu_tally_wait(&zc_reports, 1, TU_LONG_NS),
+		      "nothing said what holds the stop");
+	ck_assert_msg(tu_latch_wait(&f.done, TU_LONG_NS),
+		      "agr_supplier_free() still waits for the peer");
+	took = tu_now_ns() - before;
+	pthread_join(th, NULL);
+	ck_assert_uint_ge(took, 4000 * MS);
+	ck_assert_int_eq(atomic_load(&z.calls), 2);
+	ck_assert_int_eq(atomic_load(&z.last_res), -ETIMEDOUT);
+	ck_assert(atomic_load(&z.last_flags) & IORING_CQE_F_NOTIF);
+	agr_set_log_hook(NULL, NULL);
+	/* The peer's close releases the pages; then the buffer is ours. */
+	close(server);
+	close(client);
+	free(z.buf);
+	tu_latch_destroy(&f.done);
+	tu_latch_destroy(&z.submitted);
+	tu_tally_destroy(&zc_reports);
+}
+END_TEST
+
 /* ---- registered files and buffers from the init hook ---- */
 
 #define WORKERS 2
@@ -1029,6 +1157,7 @@ static Suite *suite(void)
 	tcase_add_test(c, multishot_recv_ends_on_force_stop);
 	tcase_add_test(c, multishot_accept_resumes_after_the_kernel_ends_it);
 	tcase_add_test(c, zero_copy_send_reports_completion_and_notification);
+	tcase_add_test(c, force_stop_gives_up_on_a_zero_copy_notification);
 	tcase_add_test(c, init_hook_registers_files_and_buffers_used_by_io);
 	suite_add_tcase(s, c);
 	return s;

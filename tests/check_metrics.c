@@ -453,6 +453,7 @@ static void assert_stats_eq(const agr_dispatcher_stats *got,
 	ck_assert_uint_eq(got->failed, want->failed);
 	ck_assert_uint_eq(got->skipped, want->skipped);
 	ck_assert_uint_eq(got->discarded, want->discarded);
+	ck_assert_uint_eq(got->interrupted, want->interrupted);
 }
 
 static bool histogram_is_empty(const agr_histogram *h)
@@ -509,8 +510,8 @@ static void assert_statuses(struct tmsg *ts, int n, int status)
 
 /*
  * Every outcome: handled, failed, skipped (no function for type "B"),
- * discarded (a held message with no I/O, and those queued behind it,
- * at a force stop), refused (sent after it). Once stopped, admitted is
+ * interrupted (a held message with no I/O, at a force stop), discarded
+ * (those queued behind it), refused (sent after it). Once stopped, admitted is
  * the sum of the outcomes and each counter is what was sent. _i == 0:
  * latency metrics on, and both histograms count the 13 messages whose
  * functions started; 1: off, and the histograms stay empty while the
@@ -524,7 +525,8 @@ START_TEST(counters_add_up_after_a_stop)
 		.handled = N_OK,
 		.failed = N_FAIL,
 		.skipped = N_SKIP,
-		.discarded = 1 + N_QUEUED,
+		.discarded = N_QUEUED,
+		.interrupted = 1,
 	};
 	agr_supplier *sup = new_supplier("pool", 1);
 	struct tmsg ok[N_OK], bad[N_FAIL], skip[N_SKIP], queued[N_QUEUED];
@@ -560,7 +562,7 @@ START_TEST(counters_add_up_after_a_stop)
 		tmsg_init(&queued[i], "held-1", "A");
 		send_ok(d, &queued[i]);
 	}
-	/* It started before `since` and is discarded after this. */
+	/* It started before `since` and is ended after this. */
 	held_for = tu_now_ns() - since;
 	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
 	for (i = 0; i < N_LATE; i++) {
@@ -576,13 +578,14 @@ START_TEST(counters_add_up_after_a_stop)
 	assert_stats_eq(&m.messages, &want);
 	ck_assert_uint_eq(m.messages.admitted,
 			  m.messages.handled + m.messages.failed +
-				  m.messages.skipped + m.messages.discarded);
+				  m.messages.skipped + m.messages.discarded +
+				  m.messages.interrupted);
 	ck_assert_int_eq(agr_dispatcher_stats_get(d, &st), 0);
 	assert_stats_eq(&st, &want);
 	assert_statuses(ok, N_OK, 0);
 	assert_statuses(bad, N_FAIL, -EIO);
 	assert_statuses(skip, N_SKIP, 0);
-	assert_statuses(&held, 1, AGR_DISCARDED);
+	assert_statuses(&held, 1, AGR_INTERRUPTED);
 	assert_statuses(queued, N_QUEUED, AGR_DISCARDED);
 	for (i = 0; i < N_LATE; i++)
 		ck_assert_int_eq(atomic_load(&late[i].completions), 0);
@@ -2052,6 +2055,8 @@ static void assert_outcomes(struct expo *e, const char *dispatcher,
 		  (double)want->skipped);
 	ck_assert(value_of(e, m, dispatcher, "discarded") ==
 		  (double)want->discarded);
+	ck_assert(value_of(e, m, dispatcher, "interrupted") ==
+		  (double)want->interrupted);
 }
 
 static const struct sample *find_worker(const struct expo *e,

@@ -456,6 +456,162 @@ START_TEST(force_stop_drops_plain_tasks_without_leaking)
 }
 END_TEST
 
+/* ---- agr_scheduler_call_on ---- */
+
+static int worker_index_plus_100(void *arg)
+{
+	(void)arg;
+	return agr_worker_index(agr_worker_current()) + 100;
+}
+
+START_TEST(call_on_returns_the_value_from_that_worker)
+{
+	agr_supplier *sup = new_supplier(3);
+	agr_scheduler *s = lookup(sup);
+	int i, result;
+
+	for (i = 0; i < 3; i++) {
+		result = -1;
+		ck_assert_int_eq(agr_scheduler_call_on(s, i,
+				 worker_index_plus_100, NULL, &result), 0);
+		ck_assert_int_eq(result, 100 + i);
+	}
+	/* A NULL result: the call still waits for fn. */
+	ck_assert_int_eq(agr_scheduler_call_on(s, 0, worker_index_plus_100,
+					       NULL, NULL), 0);
+	result = -1;
+	ck_assert_int_eq(agr_scheduler_call_on(NULL, 0, worker_index_plus_100,
+					       NULL, &result), -EINVAL);
+	ck_assert_int_eq(agr_scheduler_call_on(s, 0, NULL, NULL, &result),
+			 -EINVAL);
+	ck_assert_int_eq(agr_scheduler_call_on(s, 3, worker_index_plus_100,
+					       NULL, &result), -EINVAL);
+	ck_assert_int_eq(agr_scheduler_call_on(s, -1, worker_index_plus_100,
+					       NULL, &result), -EINVAL);
+	ck_assert_int_eq(result, -1);
+	agr_supplier_free(sup);
+}
+END_TEST
+
+struct nested {
+	agr_scheduler *s;
+	struct tu_latch done;
+	int self_ret, peer_ret, peer_result;
+};
+
+/* On worker 0: a call to itself is refused, one to worker 1 runs. */
+static void call_from_worker(void *arg)
+{
+	struct nested *n = arg;
+	int r = -1;
+
+	n->self_ret = agr_scheduler_call_on(n->s, 0, worker_index_plus_100,
+					    NULL, &r);
+	n->peer_ret = agr_scheduler_call_on(n->s, 1, worker_index_plus_100,
+					    NULL, &n->peer_result);
+	tu_latch_count_down(&n->done);
+}
+
+START_TEST(call_on_from_that_worker_is_edeadlk)
+{
+	agr_supplier *sup;
+	struct nested n = { .peer_result = -1 };
+
+	/*
+	 * Workers that sleep as soon as they are idle: worker 1 then needs
+	 * the doorbell worker 0 rings before it blocks in the call.
+	 */
+	setenv("AGR_IDLE_SPIN_US", "0", 1);
+	sup = new_supplier(2);
+	n.s = lookup(sup);
+	tu_latch_init(&n.done, 1);
+	ck_assert_int_eq(agr_scheduler_schedule(n.s, 0, call_from_worker, &n),
+			 0);
+	ck_assert(tu_latch_wait(&n.done, TU_LONG_NS));
+	ck_assert_int_eq(n.self_ret, -EDEADLK);
+	ck_assert_int_eq(n.peer_ret, 0);
+	ck_assert_int_eq(n.peer_result, 101);
+	agr_supplier_free(sup);
+	tu_latch_destroy(&n.done);
+}
+END_TEST
+
+START_TEST(call_on_after_dispose_is_eshutdown)
+{
+	agr_supplier *sup = new_supplier(1);
+	agr_scheduler *s = lookup(sup);
+	int result = -1;
+
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
+	ck_assert_int_eq(agr_scheduler_call_on(s, 0, worker_index_plus_100,
+					       NULL, &result), -ESHUTDOWN);
+	ck_assert_int_eq(result, -1);
+	agr_supplier_free(sup);
+}
+END_TEST
+
+/* "still waiting" warnings that name worker 0 of sched-sales-Order. */
+static struct tu_tally call_waits;
+
+static void call_log_hook(agr_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == AGR_LOG_WARN && strstr(msg, "still waiting") &&
+	    strstr(msg, "Order-0"))
+		tu_tally_add(&call_waits);
+}
+
+struct caller {
+	agr_scheduler *s;
+	int ret, result;
+	struct tu_latch done;
+};
+
+static void *call_blocked_worker(void *arg)
+{
+	struct caller *c = arg;
+
+	c->ret = agr_scheduler_call_on(c->s, 0, worker_index_plus_100, NULL,
+				       &c->result);
+	tu_latch_count_down(&c->done);
+	return NULL;
+}
+
+/*
+ * A call behind a task that does not return says what it waits for,
+ * every 5 s; a force stop then drops it: -ECANCELED, fn never ran.
+ */
+START_TEST(call_on_waits_aloud_and_a_force_stop_cancels_it)
+{
+	agr_supplier *sup = new_supplier(1);
+	struct caller c = { .s = lookup(sup), .result = -1 };
+	struct blocker b;
+	pthread_t th;
+
+	tu_tally_init(&call_waits);
+	agr_set_log_hook(call_log_hook, NULL);
+	blocker_init(&b);
+	tu_latch_init(&c.done, 1);
+	block_worker(c.s, &b, block_until_interrupted);
+	ck_assert_int_eq(pthread_create(&th, NULL, call_blocked_worker, &c),
+			 0);
+	/* The warning comes 5 s into the wait: the call is queued then. */
+	ck_assert(tu_tally_wait(&call_waits, 1, TU_LONG_NS));
+	ck_assert_int_eq(tu_latch_count(&c.done), 1); /* still waiting */
+	ck_assert_int_eq(agr_supplier_force_stop(sup), 0);
+	ck_assert(tu_latch_wait(&c.done, TU_LONG_NS));
+	pthread_join(th, NULL);
+	ck_assert_int_eq(c.ret, -ECANCELED);
+	ck_assert_int_eq(c.result, -1);
+	ck_assert(atomic_load(&b.saw_interrupt));
+	agr_supplier_free(sup);
+	agr_set_log_hook(NULL, NULL);
+	tu_tally_destroy(&call_waits);
+	tu_latch_destroy(&c.done);
+	blocker_destroy(&b);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("scheduler");
@@ -470,6 +626,10 @@ static Suite *suite(void)
 	tcase_add_test(tc, graceful_stop_runs_queued_tasks);
 	tcase_add_test(tc, force_stop_drops_queued_tasks_and_reports_each);
 	tcase_add_test(tc, force_stop_drops_plain_tasks_without_leaking);
+	tcase_add_test(tc, call_on_returns_the_value_from_that_worker);
+	tcase_add_test(tc, call_on_from_that_worker_is_edeadlk);
+	tcase_add_test(tc, call_on_after_dispose_is_eshutdown);
+	tcase_add_test(tc, call_on_waits_aloud_and_a_force_stop_cancels_it);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -82,7 +82,7 @@ size_t command_account_reply(const struct account_msg *m, int status,
 {
 	if (m->journal_failed)
 		return error_reply(dst, "ERR journal write failed");
-	if (status == AGR_DISCARDED)
+	if (status == AGR_DISCARDED || status == AGR_INTERRUPTED)
 		return error_reply(dst, "ERR server is shutting down");
 	if (status < 0)
 		return error_reply(dst, "ERR internal error");

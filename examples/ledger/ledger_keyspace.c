@@ -126,7 +126,8 @@ void command_scan_reply(const struct account_msg *m, int status,
 	char cursor[24];
 
 	if (status < 0) {
-		reply_error(dst, status == AGR_DISCARDED ?
+		reply_error(dst, status == AGR_DISCARDED ||
+					 status == AGR_INTERRUPTED ?
 					 "ERR server is shutting down" :
 					 "ERR internal error");
 	} else {

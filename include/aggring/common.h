@@ -64,7 +64,11 @@ AGR_API void agr_set_log_hook(agr_log_fn fn, void *arg);
 AGR_API void agr_log(agr_log_level level, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
-/* A short description of a negative errno returned by aggring. */
+/*
+ * A short description of a negative errno returned by aggring. It
+ * knows only the code, not where it came from (a hook's own -EPERM
+ * reads as any other): the log line of the failing call says why.
+ */
 AGR_API const char *agr_strerror(int err);
 
 #ifdef __cplusplus

@@ -14,9 +14,11 @@
  *
  * Accounting: agr_dispatcher_send() returns 0 when it admits a message,
  * and then the completion callback runs exactly once for it, with 0
- * (handled), the first error of its functions, or AGR_DISCARDED
- * (dropped unhandled by a force stop). A message that is not admitted
- * never sees the callback: the caller still owns it and may redeliver.
+ * (handled), the first error of its functions, AGR_INTERRUPTED (a
+ * function handled it but its I/O was cancelled, or a force stop ended
+ * it pending), or AGR_DISCARDED (dropped unhandled by a force stop). A
+ * message that is not admitted never sees the callback: the caller
+ * still owns it and may redeliver.
  *
  * Lifecycle: new -> (sends are admitted and wait) -> start -> quiesce
  * (intake closes) -> stop_gracefully (every admitted message completes)
@@ -43,8 +45,24 @@ extern "C" {
 /* A function's "I will call agr_exchange_done() later". */
 #define AGR_PENDING 1
 
-/* Completion status of a message dropped unhandled. */
+/*
+ * Completion status of a message dropped unhandled: no function saw it
+ * (it was queued, or parked before start, when a force stop came), so
+ * it had no effect and redelivering it is safe.
+ */
 #define AGR_DISCARDED (-ECANCELED)
+
+/*
+ * Completion status of a message a function handled but could not
+ * finish: its I/O was cancelled (the function finished with
+ * -ECANCELED, or with -ESHUTDOWN during a force stop), or it was still
+ * pending when a force stop ended it. Some of its effects may have
+ * happened (a write landed, its fsync was cancelled): redeliver it only
+ * if handling it twice is harmless (an idempotent function, a request
+ * id). A function's -ECANCELED always becomes AGR_INTERRUPTED, so that
+ * AGR_DISCARDED only ever means "no function saw it".
+ */
+#define AGR_INTERRUPTED (-EINTR)
 
 /*
  * A message. Sending does not copy it: it stays the caller's, must stay
@@ -84,7 +102,8 @@ typedef struct agr_exchange agr_exchange;
  * A function registered for a message type. Runs on the group's worker.
  * Returns 0 when done, AGR_PENDING when it will call agr_exchange_done()
  * later (typically from an I/O callback), or a negative errno, which
- * becomes the message's status. Any other value is reported as -EINVAL.
+ * becomes the message's status (-ECANCELED becomes AGR_INTERRUPTED).
+ * Any other value is reported as -EINVAL.
  */
 typedef int (*agr_handler_fn)(agr_exchange *ex, void *arg);
 
@@ -220,14 +239,16 @@ AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
  * behalf of its message, is refused with -ECANCELED (or -ESHUTDOWN
  * once the workers tear down), so a handler that resubmits from its
  * own callbacks ends its chain within a hop or two. A message in
- * progress completes when its functions call agr_exchange_done() or,
- * once it has no ring operation left, with AGR_DISCARDED: a function
- * that returned AGR_PENDING and never finishes cannot hold the stop. A
+ * progress completes when its functions call agr_exchange_done() (a
+ * status of -ECANCELED, or -ESHUTDOWN, then completes it with
+ * AGR_INTERRUPTED) or, once it has no ring operation left, with
+ * AGR_INTERRUPTED: a function that returned AGR_PENDING and never
+ * finishes cannot hold the stop. A
  * later agr_exchange_done() for it is logged and ignored (while the
  * message and the dispatcher exist and the message was not sent
  * again). When the force also tears the workers down (owns_supplier,
  * or the supplier is force-stopped) while such a message's I/O is
- * being cancelled, the message is discarded by the next
+ * being cancelled, the message is ended (AGR_INTERRUPTED) by the next
  * agr_dispatcher_stop_gracefully() or agr_dispatcher_free(). Only a
  * function blocked inside a call can hold a force stop. With
  * owns_supplier, force-stops the supplier too. Idempotent. Returns 0
@@ -284,8 +305,12 @@ AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex);
  * and its group moves on. Call it once per pending function, best on
  * the group's worker; from another thread it is forwarded to the
  * worker by an item inside the message's internal_: it never allocates
- * and cannot fail. A call with nothing pending, or after the message
- * completed (a force stop discarded it), is ignored and reported
+ * and cannot fail. A call made by the function itself before it
+ * returns counts if it then returns AGR_PENDING (it finishes at once);
+ * if it returns anything else, nothing was pending: the call and its
+ * status are ignored and reported. A call with nothing pending, or
+ * after the message completed (a force stop ended it), is ignored and
+ * reported
  * through the log hook, as long as the message is alive and was not
  * sent again; after that (freed, or in flight again) a late call is
  * undefined, as the message is the caller's again.

@@ -36,6 +36,12 @@ typedef struct agr_dispatcher_stats {
 	 * the message still completes once.
 	 */
 	uint64_t stuck;
+	/*
+	 * Completed with AGR_INTERRUPTED: a function handled the message
+	 * but its work was cut short (its I/O cancelled, or still pending
+	 * when a force stop ended it). Apart from failed and discarded.
+	 */
+	uint64_t interrupted;
 } agr_dispatcher_stats;
 
 #ifdef __cplusplus

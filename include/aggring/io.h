@@ -219,7 +219,9 @@ AGR_API int agr_io_connect(agr_worker *w, int fd,
  * recv(2)/send(2); `flags` go to the kernel as they are. aggring adds
  * no MSG_NOSIGNAL: a send to a peer that has closed may raise SIGPIPE,
  * which kills the process by default. Pass MSG_NOSIGNAL or ignore
- * SIGPIPE.
+ * SIGPIPE. Several sends in flight on one stream socket are not
+ * ordered, and one may be short: start the next from the callback of
+ * the last (or link them, agr_io_chain()).
  */
 AGR_API int agr_io_recv(agr_worker *w, int fd, void *buf, size_t len,
 			int flags, agr_io_cb cb, void *arg);
@@ -246,7 +248,19 @@ AGR_API int agr_io_recv_multishot(agr_worker *w, int fd,
  * error) and, when the kernel will notify, IORING_CQE_F_MORE; then once
  * more with IORING_CQE_F_NOTIF when the kernel no longer reads `buf`.
  * Keep `buf` unchanged until that notification. Not every socket
- * supports it (-EOPNOTSUPP in the first call).
+ * supports it: the first call gets -EOPNOTSUPP, still with
+ * IORING_CQE_F_MORE, and the notification follows. Several sends in
+ * flight on one stream socket must be sequenced (as agr_io_send()).
+ *
+ * The notification comes only once the kernel released the pages:
+ * for bytes queued to a peer that does not read (over loopback, in its
+ * receive queue) only when it reads or closes its socket. A graceful
+ * stop waits for it. A force stop that tears the worker down names it
+ * in a warning every 5 s and gives up 10 s into the stop: cb then runs
+ * its last time with -ETIMEDOUT and IORING_CQE_F_NOTIF, and the worker
+ * leaves. The kernel may still read `buf` after that, until the peer
+ * reads or closes: freeing it is safe (the kernel holds its own page
+ * references), but what the peer reads is what those bytes hold then.
  */
 AGR_API int agr_io_send_zc(agr_worker *w, int fd, const void *buf,
 			   size_t len, int flags, agr_io_cqe_cb cb,

@@ -65,8 +65,9 @@ AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
  *     send, result "admitted" (it returned 0) or "refused" (-ESHUTDOWN,
  *     -EAGAIN);
  *   aggring_messages_total{outcome}: counter of the admitted messages
- *     completed, outcome "handled", "failed", "skipped" or "discarded"
- *     (see agr_dispatcher_stats); admitted minus their sum is in flight;
+ *     completed, outcome "handled", "failed", "skipped", "discarded"
+ *     or "interrupted" (see agr_dispatcher_stats); admitted minus their
+ *     sum is in flight;
  *   aggring_queue_depth, aggring_deepest_group_depth: gauges, messages;
  *   aggring_queue_latency_seconds: histogram, send to first function;
  *   aggring_processing_latency_seconds: histogram, first function to

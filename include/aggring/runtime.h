@@ -324,6 +324,11 @@ typedef struct agr_component_report {
 	bool prepare_ran, start_ran;
 	int prepare_result, start_result;
 	unsigned force_calls;
+	/*
+	 * Of `handled`, completed with AGR_INTERRUPTED: their functions'
+	 * I/O was cancelled, or a force stop ended them pending.
+	 */
+	uint64_t interrupted;
 } agr_component_report;
 
 typedef struct agr_runtime_report {

@@ -60,6 +60,28 @@ AGR_API int agr_scheduler_schedule_cancellable(agr_scheduler *s,
 					       agr_task_cancel_fn on_cancel,
 					       void *arg);
 
+/* Run by agr_scheduler_call_on(); its return value is handed back. */
+typedef int (*agr_call_fn)(void *arg);
+
+/*
+ * Runs fn(arg) on worker `worker` (0 .. parallelism - 1) of `s` and
+ * waits until it has returned: then stores its return value in
+ * `*result` (if `result` is not NULL) and returns 0. For work that
+ * must happen on one worker's thread (arm a receive on its ring, read
+ * its own counters) from any other thread. fn runs as a task, after
+ * the tasks and groups queued before it on that worker, and should
+ * not block. The caller blocks meanwhile, and logs a warning every
+ * 5 s while it still waits. A call from another worker blocks that
+ * worker: two workers calling each other deadlock.
+ *
+ * Returns 0, -EINVAL (NULL `s` or `fn`, `worker` out of range),
+ * -EDEADLK (called from worker `worker` itself: it would wait for
+ * itself), -ESHUTDOWN (disposal has begun: fn did not run),
+ * -ECANCELED (an immediate dispose dropped it before it ran), -ENOMEM.
+ */
+AGR_API int agr_scheduler_call_on(agr_scheduler *s, int worker,
+				  agr_call_fn fn, void *arg, int *result);
+
 /* True once disposal began (new tasks get -ESHUTDOWN). */
 AGR_API bool agr_scheduler_is_disposed(agr_scheduler *s);
 

@@ -17,7 +17,8 @@
  *    as the message type) and sent to the dispatcher, routed by
  *    aggregate id;
  *  - `XACK` once the message's completion callback has run, whatever
- *    its status (Wow acks failures too);
+ *    its status (Wow acks failures too), except AGR_DISCARDED and
+ *    AGR_INTERRUPTED (a force stop): that entry stays pending;
  *  - an entry that is not admitted (-ESHUTDOWN, -EAGAIN) is not acked:
  *    it stays pending in this consumer's PEL, and this consumer's
  *    sweep claims it again; an entry without `msg`, or whose `msg`
@@ -184,8 +185,9 @@ AGR_API int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns);
  * do: agr_wow_bus_stop(); if messages are still in flight at its
  * deadline (a handler that never finishes, or retries without end),
  * force-stops the dispatcher (agr_dispatcher_force_stop(): their ring
- * operations are cancelled and they complete with AGR_DISCARDED, so
- * their entries stay pending, not acked, for a later claim), waits up
+ * operations are cancelled and they complete with AGR_DISCARDED or
+ * AGR_INTERRUPTED, so their entries stay pending, not acked, for a
+ * later claim), waits up
  * to timeout_ns for it (agr_dispatcher_stop_gracefully()) and then for
  * the consumer's own stop. Returns 0 (stopped gracefully), -ECANCELED
  * (stopped after a force), -ETIMEDOUT (a handler blocked inside a
