@@ -82,6 +82,8 @@ static const char *type_phrase(const char *type, char *buf, size_t len)
 }
 
 #define TYPE_PHRASE_LEN 48
+/* How note_pending() keeps a NULL type for the watchdog's report. */
+#define NULL_TYPE_MARK "\x01"
 
 /*
  * The exchange's word that other threads touch (ctl): whether the
@@ -402,8 +404,8 @@ static void note_pending(struct group *g, const char *type)
 	uint64_t word;
 	size_t i;
 
-	if (type)
-		strncpy(text, type, sizeof(text) - 1);
+	/* A NULL type is kept as one byte no type begins with. */
+	strncpy(text, type ? type : NULL_TYPE_MARK, sizeof(text) - 1);
 	for (i = 0; i < PENDING_TYPE_WORDS; i++) {
 		memcpy(&word, text + i * sizeof(word), sizeof(word));
 		atomic_store_explicit(&g->pending_type[i], word,
@@ -1658,6 +1660,7 @@ static bool read_pending(struct group *g, uint64_t *since, char *type,
 			 size_t len)
 {
 	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)];
+	char phrase[TYPE_PHRASE_LEN];
 	uint64_t word, again;
 	size_t i;
 
@@ -1673,7 +1676,9 @@ static bool read_pending(struct group *g, uint64_t *since, char *type,
 	if (again != *since)
 		return false;
 	text[sizeof(text) - 1] = '\0';
-	snprintf(type, len, "%s", text);
+	snprintf(type, len, "%s",
+		 type_phrase(strcmp(text, NULL_TYPE_MARK) ? text : NULL,
+			     phrase, sizeof(phrase)));
 	return true;
 }
 
@@ -1684,7 +1689,7 @@ static bool read_pending(struct group *g, uint64_t *since, char *type,
 static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns)
 {
 	struct agr_dispatcher *d = arg;
-	char type[PENDING_TYPE_WORDS * sizeof(uint64_t)];
+	char type[TYPE_PHRASE_LEN];
 	uint64_t since;
 	int i;
 
@@ -1700,7 +1705,7 @@ static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns)
 					  memory_order_relaxed);
 		agr__log(AGR_LOG_WARN,
 			 "stuck message: %s group %u (worker %d) has held a "
-			 "message of type \"%s\" for %llu ms: a function "
+			 "message of %s for %llu ms: a function "
 			 "returned AGR_PENDING and has not called "
 			 "agr_exchange_done()", d->name, g->index,
 			 agr_worker_index(g->worker), type,

@@ -2160,6 +2160,44 @@ START_TEST(watchdog_names_a_stuck_message)
 }
 END_TEST
 
+/* A message without a type is reported as such, not as type "". */
+START_TEST(watchdog_names_a_message_without_a_type)
+{
+	struct stuck st = { .lock = PTHREAD_MUTEX_INITIALIZER };
+	struct journal j;
+	struct tmsg a;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+
+	journal_init(&j);
+	tu_tally_init(&st.reports);
+	tu_tally_init(&st.started);
+	stuck_now = &st;
+	agr_set_log_hook(stuck_log, NULL);
+	o = owned_options(1, 4, &j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, pend_forever, &st);
+	start(d);
+	ck_assert_int_eq(agr_watchdog_start(20 * MS), 0);
+	tmsg_init(&a, "order-1", 1); /* a.m.type stays NULL */
+	send_ok(d, &a);
+	ck_assert(tu_tally_wait(&st.reports, 1, TU_LONG_NS));
+	pthread_mutex_lock(&st.lock);
+	ck_assert_msg(strstr(st.line, "message of no type (NULL)"),
+		      "report: %s", st.line);
+	pthread_mutex_unlock(&st.lock);
+	agr_watchdog_stop();
+	finish_stuck(&st);
+	ck_assert(journal_wait(&j, 1));
+	stop_and_free(d);
+	agr_set_log_hook(NULL, NULL);
+	stuck_now = NULL;
+	tu_tally_destroy(&st.reports);
+	tu_tally_destroy(&st.started);
+	journal_destroy(&j);
+}
+END_TEST
+
 START_TEST(second_done_is_ignored)
 {
 	struct tmsg t1, t2;
@@ -3327,6 +3365,7 @@ static Suite *suite(void)
 	tcase_add_test(core, garbage_return_is_einval);
 	tcase_add_test(core, second_done_is_ignored);
 	tcase_add_test(core, watchdog_names_a_stuck_message);
+	tcase_add_test(core, watchdog_names_a_message_without_a_type);
 	tcase_add_test(core, default_parallelism_is_64_per_cpu);
 	tcase_add_test(core, parallelism_env_overrides_default);
 	tcase_add_test(core, forwarding_between_dispatchers);
