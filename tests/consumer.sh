@@ -29,6 +29,24 @@ mkdir -p "$dir"
 make -C "$build" install DESTDIR="$root" >"$dir/install.log" 2>&1 ||
 	fail "make install DESTDIR=$root (see $dir/install.log)"
 
+# The tree was built for one prefix; installing it under another
+# relinks the libraries (libdir.stamp) instead of failing in libtool
+# ("cannot install 'libaggring-redis.la' to a directory not ending in
+# ...") half-way. `make install prefix=...` moves libdir as a
+# reconfigure does. The next `make` relinks them back.
+moved=/opt/aggring-moved
+make -C "$build" install prefix="$moved" DESTDIR="$root" \
+	>"$dir/install-moved.log" 2>&1 ||
+	fail "make install under a changed prefix (see $dir/install-moved.log)"
+for la in "$root$moved"/lib/*.la; do
+	grep -q "^libdir='$moved/lib'" "$la" ||
+		fail "$la does not record libdir $moved/lib"
+done
+[ -e "$root$moved/lib/libaggring.so" ] ||
+	fail "no libaggring.so under the changed prefix"
+make -C "$build" >"$dir/relink.log" 2>&1 ||
+	fail "make after the install under a changed prefix (see $dir/relink.log)"
+
 # The installed .pc as found at $libdir/pkgconfig, its paths moved under
 # the DESTDIR by the sysroot.
 PKG_CONFIG_PATH=$root$libdir/pkgconfig
