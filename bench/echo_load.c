@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench/echo_load - request/response load for an echo server
- * (examples/echo_server, bench/uv_echo): each connection sends one
+ * (examples/basic/echo_server, bench/uv_echo): each connection sends one
  * message, waits for its echo, checks every byte and sends the next.
  *
  *   echo_load -p PORT [-c CONNECTIONS] [-s BYTES] [-d SECONDS]

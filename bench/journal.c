@@ -17,7 +17,7 @@
  * Group commit in aggring. A dispatcher group handles one message at a
  * time and holds it until the record is durable, so a handler never
  * sees a second message of its group: commit batching has to come from
- * several groups sharing one journal, as in examples/ledger_server.c.
+ * several groups sharing one journal, as in examples/ledger/ledger_server.c.
  * The dispatcher has SUBGROUPS (default 64, the peers' drain limit)
  * groups per journal, all on the journal's worker (custom group key:
  * group = sub * J' + journal, J' the journal count rounded up to a

@@ -1,8 +1,8 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# bench/network.sh - the "network" workload: examples/ledger_server
-# against a real Redis 7 at equal durability, and examples/echo_server
+# bench/network.sh - the "network" workload: examples/ledger/ledger_server
+# against a real Redis 7 at equal durability, and examples/basic/echo_server
 # against a libuv echo server (bench/uv_echo), every server driven by
 # the same stock client, alternating servers within each round.
 #
@@ -26,9 +26,9 @@
 #    without pipelining (variant P1) and with -P 16 (P16); and P16r1,
 #    -P 16 with -r 1: every INCRBY on one account (one hot key).
 #    Equal durability: ledger_server replies to an INCRBY only once its
-#    record is durable (examples/ledger_accounts.c: run_steps() queues
+#    record is durable (examples/ledger/ledger_accounts.c: run_steps() queues
 #    the record with journal_append(), and bank_completed() holds the
-#    message's completion; the journal (examples/ledger_journal.c)
+#    message's completion; the journal (examples/ledger/ledger_journal.c)
 #    writes the batch with RWF_DSYNC, or writes it and issues
 #    agr_io_fsync(AGR_IO_DATASYNC); only journal_synced() ->
 #    finish_batch() -> entry_durable() passes the completion on, and
@@ -46,7 +46,7 @@
 #    After the runs, each ledger_server must stop cleanly and must have
 #    journaled exactly the INCRBYs sent to it (so none failed unseen:
 #    redis-benchmark does not count error replies).
-# 2. Echo. examples/echo_server (default workers: one per CPU, and with
+# 2. Echo. examples/basic/echo_server (default workers: one per CPU, and with
 #    --workers 1 for the same thread count as libuv's one loop) and
 #    bench/uv_echo, driven by bench/echo_load: 64 connections, 64-byte
 #    messages, request/response, every byte checked.
@@ -104,7 +104,7 @@ for tool in redis-server redis-benchmark; do
 done
 
 ex=$build/examples
-for prog in "$ex/ledger_server" "$ex/echo_server"; do
+for prog in "$ex/ledger/ledger_server" "$ex/basic/echo_server"; do
 	if [ ! -x "$prog" ]; then
 		echo "network: build first: $prog" >&2
 		exit 1
@@ -334,35 +334,35 @@ if $with_echo; then
 	$have_uv && echo_engines+=(uv_echo)
 fi
 
-start_ours ledger_server "$work/ledger_server.log" "$ex/ledger_server" \
+start_ours ledger_server "$work/ledger_server.log" "$ex/ledger/ledger_server" \
 	--port 0 --dir "$work/ledger_server" --recv multishot \
 	--shutdown-timeout "$stop_timeout"
 start_ours ledger_server_single "$work/ledger_server_single.log" \
-	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_single" \
+	"$ex/ledger/ledger_server" --port 0 --dir "$work/ledger_server_single" \
 	--recv single --shutdown-timeout "$stop_timeout"
-start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger_server" \
+start_ours ledger_server_w1 "$work/ledger_server_w1.log" "$ex/ledger/ledger_server" \
 	--port 0 --dir "$work/ledger_server_w1" --workers 1 --recv multishot \
 	--shutdown-timeout "$stop_timeout"
 start_ours ledger_server_w1_single "$work/ledger_server_w1_single.log" \
-	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_w1_single" \
+	"$ex/ledger/ledger_server" --port 0 --dir "$work/ledger_server_w1_single" \
 	--workers 1 --recv single --shutdown-timeout "$stop_timeout"
 start_ours ledger_server_w1_unpinned "$work/ledger_server_w1_unpinned.log" \
-	"$ex/ledger_server" --port 0 --dir "$work/ledger_server_w1_unpinned" \
+	"$ex/ledger/ledger_server" --port 0 --dir "$work/ledger_server_w1_unpinned" \
 	--workers 1 --worker-cpus none --shutdown-timeout "$stop_timeout"
 start_redis redis_always always
 start_redis redis_everysec everysec
 if [ -n "${irq_cpu:-}" ]; then
 	start_ours ledger_server_w1_pin "$work/ledger_server_w1_pin.log" \
-		taskset -c "$irq_cpu" "$ex/ledger_server" --port 0 \
+		taskset -c "$irq_cpu" "$ex/ledger/ledger_server" --port 0 \
 		--dir "$work/ledger_server_w1_pin" --workers 1 \
 		--shutdown-timeout "$stop_timeout"
 	pin="taskset -c $irq_cpu" start_redis redis_always_pin always
 fi
 if $with_echo; then
-	start_ours echo_server "$work/echo_server.log" "$ex/echo_server" \
+	start_ours echo_server "$work/echo_server.log" "$ex/basic/echo_server" \
 		--port 0
 	start_ours echo_server_w1 "$work/echo_server_w1.log" \
-		"$ex/echo_server" --port 0 --workers 1
+		"$ex/basic/echo_server" --port 0 --workers 1
 	$have_uv && start_ours uv_echo "$work/uv_echo.log" \
 		"$build/bench/uv_echo" 0
 fi

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * bench/uv_echo - the libuv echo server that bench/network.sh compares
- * examples/echo_server with: what a good engineer writes with libuv.
+ * examples/basic/echo_server with: what a good engineer writes with libuv.
  *
  *   uv_echo [PORT]        (default 7008; 0 picks a free port)
  *

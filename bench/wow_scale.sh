@@ -19,7 +19,7 @@ cluster_sh=$src/tests/redis_cluster.sh
 runs=${BENCH_RUNS:-5}
 commands=${BENCH_WOW_COMMANDS:-20000}
 groups=${BENCH_WOW_GROUPS:-1024} # dispatcher groups per instance
-ex=$build/examples
+ex=$build/examples/wow
 
 for tool in redis-server redis-cli redis-benchmark; do
 	command -v "$tool" >/dev/null 2>&1 ||

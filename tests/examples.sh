@@ -16,8 +16,8 @@ top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh"
 ex=$top_builddir/examples
-if [ ! -x "$ex/ledger_load" ]; then
-	echo "SKIP: examples/ledger_load was not built (configure found no hiredis)"
+if [ ! -x "$ex/ledger/ledger_load" ]; then
+	echo "SKIP: examples/ledger/ledger_load was not built (configure found no hiredis)"
 	exit 77
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-examples.XXXXXX") || exit 1
@@ -97,7 +97,7 @@ same_balances() {
 # (ledger_server --verify), give exactly EXPECTED's balances. WHAT names
 # the stage in failures.
 journal_holds() {
-	"$ex/ledger_server" --verify --dir "$data" --dump "$1.dump" ||
+	"$ex/ledger/ledger_server" --verify --dir "$data" --dump "$1.dump" ||
 		fail "verify $2"
 	same_balances "$1.dump" "$1" || fail "journal != expected $2"
 }
@@ -106,8 +106,8 @@ journal_holds() {
 # serves EXPECTED's balances and takes another ledger_load run (SEED),
 # whose balances go to NEXT; stopped (LOG), its journals hold them.
 serves_and_goes_on() {
-	"$ex/ledger_load" --port "$port" --check "$1" || fail "balances $5"
-	"$ex/ledger_load" --port "$port" --requests 2000 --connections 4 \
+	"$ex/ledger/ledger_load" --port "$port" --check "$1" || fail "balances $5"
+	"$ex/ledger/ledger_load" --port "$port" --requests 2000 --connections 4 \
 		--accounts 40 --pipeline 4 --seed "$2" --expect-out "$3" ||
 		fail "ledger_load $5"
 	stop_server "$4"
@@ -119,15 +119,17 @@ command -v bash >/dev/null 2>&1 && command -v timeout >/dev/null 2>&1 &&
 	have_bash=true
 
 step "--help: the usage on stdout, exit 0; a bad option: stderr, exit 2"
-for prog in journal echo_server ledger_server ledger_load; do
-	"$ex/$prog" --help >"$tmp/help.out" 2>"$tmp/help.err"
+for path in basic/journal basic/echo_server ledger/ledger_server \
+	ledger/ledger_load; do
+	prog=${path##*/}
+	"$ex/$path" --help >"$tmp/help.out" 2>"$tmp/help.err"
 	status=$?
 	[ $status -eq 0 ] || fail "$prog --help: exit status $status, not 0"
 	grep -q "^usage: $prog " "$tmp/help.out" ||
 		fail "$prog --help: no usage on stdout"
 	[ ! -s "$tmp/help.err" ] ||
 		fail "$prog --help wrote on stderr: $(cat "$tmp/help.err")"
-	"$ex/$prog" --no-such-option >"$tmp/help.out" 2>"$tmp/help.err"
+	"$ex/$path" --no-such-option >"$tmp/help.out" 2>"$tmp/help.err"
 	status=$?
 	[ $status -eq 2 ] || fail "$prog --no-such-option: exit status $status"
 	grep -q "^usage: $prog " "$tmp/help.err" ||
@@ -135,13 +137,13 @@ for prog in journal echo_server ledger_server ledger_load; do
 	[ ! -s "$tmp/help.out" ] ||
 		fail "$prog --no-such-option wrote on stdout"
 done
-sh "$top_srcdir/examples/demo.sh" --help >"$tmp/help.out" 2>"$tmp/help.err" ||
+sh "$top_srcdir/examples/ledger/demo.sh" --help >"$tmp/help.out" 2>"$tmp/help.err" ||
 	fail "demo.sh --help: exit status $?"
 grep -q '^usage: demo.sh ' "$tmp/help.out" && [ ! -s "$tmp/help.err" ] ||
 	fail "demo.sh --help: no usage on stdout, or something on stderr"
 
 step "journal: append, fdatasync, acknowledge; then --verify"
-if ! "$ex/journal" -d "$tmp/journal" -n 3000 -i 100 -p 2 -w 2 -g 16 \
+if ! "$ex/basic/journal" -d "$tmp/journal" -n 3000 -i 100 -p 2 -w 2 -g 16 \
 	>"$tmp/journal.log" 2>&1; then
 	cat "$tmp/journal.log" >&2
 	if grep -q 'io_uring' "$tmp/journal.log"; then
@@ -151,10 +153,10 @@ if ! "$ex/journal" -d "$tmp/journal" -n 3000 -i 100 -p 2 -w 2 -g 16 \
 	fail "journal"
 fi
 cat "$tmp/journal.log"
-"$ex/journal" --verify -d "$tmp/journal" || fail "journal --verify"
+"$ex/basic/journal" --verify -d "$tmp/journal" || fail "journal --verify"
 
 step "echo_server"
-start_server "$tmp/echo.log" "$ex/echo_server" --port 0 --workers 2
+start_server "$tmp/echo.log" "$ex/basic/echo_server" --port 0 --workers 2
 if $have_bash; then
 	got=$(read_lines "$port" 1 'hello, aggring\n')
 	[ "$got" = "hello, aggring" ] || fail "echo: got '$got'"
@@ -167,12 +169,12 @@ stop_server "$tmp/echo.log"
 
 step "ledger_server + ledger_load"
 data=$tmp/ledger
-start_server "$tmp/server1.log" "$ex/ledger_server" --port 0 --dir "$data" \
+start_server "$tmp/server1.log" "$ex/ledger/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64 --metrics-port 0 --watchdog-ms 1000
 mport=$(sed -n 's/^metrics on 127\.0\.0\.1:\([0-9]*\)$/\1/p' \
 	"$tmp/server1.log")
 [ -n "$mport" ] || fail "no 'metrics on' line"
-"$ex/ledger_load" --port "$port" --requests 3000 --connections 8 \
+"$ex/ledger/ledger_load" --port "$port" --requests 3000 --connections 8 \
 	--accounts 40 --pipeline 8 --seed 3 --expect-out "$tmp/expected" \
 	--metrics-port "$mport" >"$tmp/load1.log" 2>&1 ||
 	{ cat "$tmp/load1.log" >&2; fail "ledger_load"; }
@@ -273,7 +275,7 @@ if grep -q '^ledger_server: journal I/O direct' "$tmp/server1.log"; then
 		fail "journal-0.log holds $size bytes: no zeros ahead"
 	[ "$(data_end "$data/journal-0.log")" -lt "$size" ] ||
 		fail "journal-0.log: no zeros after the records"
-	"$ex/ledger_server" --verify --dir "$data" >"$tmp/verify1" ||
+	"$ex/ledger/ledger_server" --verify --dir "$data" >"$tmp/verify1" ||
 		fail "verify"
 	grep -q ' 0 torn bytes: OK$' "$tmp/verify1" ||
 		fail "zeros ahead taken for a torn write: $(cat "$tmp/verify1")"
@@ -290,7 +292,7 @@ printf 'acct:1 +5 00' |
 	dd of="$j1" bs=1 seek="$end" conv=notrunc 2>/dev/null
 printf '%s\n' "$stale" |
 	dd of="$j1" bs=1 seek=$((end + 8192)) conv=notrunc 2>/dev/null
-start_server "$tmp/server2.log" "$ex/ledger_server" --port 0 --dir "$data" \
+start_server "$tmp/server2.log" "$ex/ledger/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64 --journal-sync fdatasync --worker-cpus none
 grep -q '^ledger_server: workers not pinned (--worker-cpus none)$' \
 	"$tmp/server2.log" || fail "no 'workers not pinned' line"
@@ -310,7 +312,7 @@ serves_and_goes_on "$tmp/expected" 4 "$tmp/expected2" "$tmp/server2.log" \
 	"after restart"
 
 step "ledger_server refuses a --worker-cpus that is not auto, none or a list"
-"$ex/ledger_server" --worker-cpus some --dir "$tmp/never" >/dev/null 2>&1
+"$ex/ledger/ledger_server" --worker-cpus some --dir "$tmp/never" >/dev/null 2>&1
 status=$?
 [ $status -eq 2 ] || fail "--worker-cpus some: exit status $status, not 2"
 [ ! -e "$tmp/never" ] || fail "--worker-cpus some: the server went on"
@@ -319,7 +321,7 @@ step "--journal-io buffered on the same journals: writes after the records"
 # Both workers on one CPU: the first this test may use (not always 0).
 cpu=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*\([0-9]*\).*/\1/p' \
 	/proc/self/status)
-start_server "$tmp/server3.log" "$ex/ledger_server" --port 0 --dir "$data" \
+start_server "$tmp/server3.log" "$ex/ledger/ledger_server" --port 0 --dir "$data" \
 	--workers 2 --groups 64 --journal-io buffered --worker-cpus "$cpu"
 grep -q "^ledger_server: workers pinned to CPUs $cpu (--worker-cpus)\$" \
 	"$tmp/server3.log" || fail "no 'workers pinned to CPUs $cpu' line"
@@ -334,7 +336,7 @@ step "one worker (placed by --worker-cpus auto), more records than the first zer
 # Less than 2 MiB left ahead starts the next 4 MiB of zeros: some
 # 130000 records of about 22 bytes pass that in one journal.
 data4=$tmp/ledger4
-start_server "$tmp/server4.log" "$ex/ledger_server" --port 0 \
+start_server "$tmp/server4.log" "$ex/ledger/ledger_server" --port 0 \
 	--dir "$data4" --workers 1 --groups 256
 # --worker-cpus auto: with fewer workers than CPUs, the worker runs on
 # the first CPU of the list the server prints (the disk's interrupts'),
@@ -348,11 +350,11 @@ else
 	grep -q '^ledger_server: workers not pinned (' "$tmp/server4.log" ||
 		fail "auto: no worker placement line"
 fi
-"$ex/ledger_load" --port "$port" --requests 150000 --connections 16 \
+"$ex/ledger/ledger_load" --port "$port" --requests 150000 --connections 16 \
 	--accounts 1000 --pipeline 16 --seed 6 --expect-out "$tmp/expected4" \
 	>"$tmp/load4.log" 2>&1 || { cat "$tmp/load4.log" >&2; fail "ledger_load"; }
 stop_server "$tmp/server4.log"
-"$ex/ledger_server" --verify --dir "$data4" --dump "$tmp/dump4" \
+"$ex/ledger/ledger_server" --verify --dir "$data4" --dump "$tmp/dump4" \
 	>"$tmp/verify4" || fail "verify"
 cat "$tmp/verify4"
 grep -q ' 0 torn bytes: OK$' "$tmp/verify4" || fail "verify: torn bytes"

@@ -23,8 +23,8 @@ kill_servers() {
 # and $port. Exits 77 (skip) when the server says io_uring is missing.
 #
 # LEDGER_RECV=single|multishot: every ledger_server started here gets
-# --recv LEDGER_RECV (tests/ledger_recv.sh runs the ledger tests in the
-# mode that is not the default).
+# --recv LEDGER_RECV (examples/ledger/tests/ledger_recv.sh runs the
+# ledger tests in the mode that is not the default).
 start_server() {
 	log=$1
 	shift

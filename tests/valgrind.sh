@@ -34,10 +34,15 @@ for t in $SUITES; do
 			continue
 		} ;;
 	esac
+	# the ledger's suites are beside it, in examples/ledger/tests
+	case $t in
+	check_ledger_*|check_crash_*) dir=$builddir/examples/ledger/tests ;;
+	*) dir=$builddir/tests ;;
+	esac
 	start=$(date +%s)
 	"$builddir/libtool" --mode=execute valgrind -q --error-exitcode=1 \
 		--leak-check=full --errors-for-leak-kinds=definite \
-		"$builddir/tests/$t"
+		"$dir/$t"
 	ret=$?
 	echo "valgrind: $t exit $ret in $(($(date +%s) - start)) s"
 	case $ret in

@@ -3,8 +3,8 @@
 sockets where the exact bytes matter: the connect options, pipelines,
 the limits and their Redis error texts.
 
-    python3 tests/ledger_clients.py PORT PASSWORD MAX_BULK QUERY_LIMIT
-    python3 tests/ledger_clients.py --maxclients PORT N
+    python3 ledger_clients.py PORT PASSWORD MAX_BULK QUERY_LIMIT
+    python3 ledger_clients.py --maxclients PORT N
 
 Exit 0 pass, 1 fail, 77 skip (no redis module; --maxclients needs
 none)."""

@@ -16,10 +16,10 @@
 set -u
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
-acked="python3 $top_srcdir/tests/ledger_acked.py"
+server=$top_builddir/examples/ledger/ledger_server
+acked="python3 $top_srcdir/examples/ledger/tests/ledger_acked.py"
 rounds=${KILL9_ROUNDS:-4}
 
 for tool in python3 redis-benchmark; do

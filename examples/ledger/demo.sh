@@ -22,7 +22,7 @@ if [ $# -ne 2 ]; then
 fi
 build=$1
 data=$2
-ex=$build/examples
+ex=$build/examples/ledger
 requests=${DEMO_REQUESTS:-200000}
 conns=${DEMO_CONNECTIONS:-32}
 pipeline=${DEMO_PIPELINE:-16}
@@ -182,12 +182,12 @@ say "restart: replayed $replayed events; served $served balances again"
 
 # ---- 5. the journal example ----
 say "journal example: $journal_events events, one fdatasync each"
-if ! "$ex/journal" -d "$data/journal" -n "$journal_events" -i 10000 -p 2 \
+if ! "$build/examples/basic/journal" -d "$data/journal" -n "$journal_events" -i 10000 -p 2 \
 	>"$data/journal.log" 2>&1; then
 	cat "$data/journal.log"
 	fail "journal"
 fi
-"$ex/journal" --verify -d "$data/journal" >>"$data/journal.log" 2>&1 ||
+"$build/examples/basic/journal" --verify -d "$data/journal" >>"$data/journal.log" 2>&1 ||
 	{ cat "$data/journal.log"; fail "journal --verify"; }
 cat "$data/journal.log"
 

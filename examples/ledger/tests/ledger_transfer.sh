@@ -14,9 +14,9 @@ if ! command -v redis-cli >/dev/null 2>&1; then
 fi
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
+server=$top_builddir/examples/ledger/ledger_server
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-transfer.XXXXXX") || exit 1
 big=9223372036854775800 # a credit of 8 or more would overflow it
 
@@ -115,7 +115,7 @@ for step in debit credit refusal; do
 	stop_server "$tmp/$step-2.log"
 	verify "$d" "0 open transfers (0 in flight), 0 torn bytes: OK"
 done
-load=$top_builddir/examples/ledger_load
+load=$top_builddir/examples/ledger/ledger_load
 if [ -x "$load" ]; then
 	echo "== ledger_load: concurrent transfers keep the sum of the balances"
 	start_server "$tmp/load.log" "$server" --port 0 --dir "$tmp/dl" \

@@ -84,7 +84,7 @@
 #include <aggring/fault.h>
 #endif
 
-#include "../examples/ledger_journal.h"
+#include "../ledger_journal.h"
 #include "crash_replay.h"
 #include "testutil.h"
 

@@ -10,9 +10,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../examples/ledger_accounts.h"
-#include "../examples/ledger_record.h"
-#include "../examples/ledger_replay.h"
+#include "../ledger_accounts.h"
+#include "../ledger_record.h"
+#include "../ledger_replay.h"
 
 _Static_assert(CRASH_RECORD_MAX == RECORD_MAX, "RECORD_MAX changed");
 

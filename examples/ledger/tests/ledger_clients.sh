@@ -15,9 +15,9 @@ for tool in redis-cli redis-benchmark stdbuf; do
 done
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
+server=$top_builddir/examples/ledger/ledger_server
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-clients.XXXXXX") || exit 1
 pass=sekret
 max_bulk=65536
@@ -172,8 +172,8 @@ echo "ok: --bigkeys: $(grep '^Biggest string' "$tmp/bigkeys")"
 
 if [ -n "$python" ]; then
 	echo "== redis-py ($python)"
-	"$python" "$top_srcdir/tests/ledger_clients.py" "$port" "$pass" \
-		$max_bulk $query_limit || fail "ledger_clients.py"
+	"$python" "$top_srcdir/examples/ledger/tests/ledger_clients.py" \
+		"$port" "$pass" $max_bulk $query_limit || fail "ledger_clients.py"
 else
 	echo "redis-py: not installed (python3-redis), its part skipped"
 fi
@@ -212,7 +212,8 @@ fi
 [ -n "$python" ] || { echo "PASS (no python3: --maxclients untested)"; exit 0; }
 start_server "$tmp/server2.log" "$server" --port 0 --dir "$tmp/data" \
 	--workers 2 --maxclients 2
-"$python" "$top_srcdir/tests/ledger_clients.py" --maxclients "$port" 2 ||
+"$python" "$top_srcdir/examples/ledger/tests/ledger_clients.py" \
+	--maxclients "$port" 2 ||
 	fail "--maxclients"
 stop_server "$tmp/server2.log"
 grep -q 'ledger_server: stopped cleanly' "$tmp/server2.log" || fail "stop"

@@ -15,9 +15,9 @@
 set -u
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
+server=$top_builddir/examples/ledger/ledger_server
 python=
 for p in python3 /usr/bin/python3; do
 	if command -v "$p" >/dev/null 2>&1; then
@@ -63,8 +63,8 @@ for run in multishot:2 multishot:256 single:2; do
 		--dir "$data" --workers 2 --recv "$mode" --recv-buffers "$bufs"
 	grep -q "^ledger_server: recv $mode" "$tmp/$mode-$bufs.log" ||
 		fail "the server does not say it receives with $mode"
-	"$python" "$top_srcdir/tests/ledger_pipeline.py" "$port" \
-		"$tmp/want-$mode" 8 3000 || fail "pipelined replies ($mode)"
+	"$python" "$top_srcdir/examples/ledger/tests/ledger_pipeline.py" \
+		"$port" "$tmp/want-$mode" 8 3000 || fail "pipelined replies ($mode)"
 	stop_server "$tmp/$mode-$bufs.log"
 	[ $mode = single ] ||
 		grep -q '^ledger_server: multishot recvs re-armed' \
@@ -76,10 +76,12 @@ for run in multishot:2 multishot:256 single:2; do
 	echo "ok: every reply, every balance ($mode)"
 done
 
-for t in ledger_redis_cli.sh ledger_transfer.sh ledger_clients.sh \
-	examples.sh; do
+for path in examples/ledger/tests/ledger_redis_cli.sh \
+	examples/ledger/tests/ledger_transfer.sh \
+	examples/ledger/tests/ledger_clients.sh tests/examples.sh; do
+	t=${path##*/}
 	echo "== $t with --recv $other"
-	LEDGER_RECV=$other sh "$top_srcdir/tests/$t" >"$tmp/$t.out" 2>&1
+	LEDGER_RECV=$other sh "$top_srcdir/$path" >"$tmp/$t.out" 2>&1
 	status=$?
 	case $status in
 	0) echo "ok: $t" ;;

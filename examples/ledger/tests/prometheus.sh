@@ -20,11 +20,11 @@ for tool in promtool prometheus python3; do
 done
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-ex=$top_builddir/examples
+ex=$top_builddir/examples/ledger
 if [ ! -x "$ex/ledger_load" ]; then
-	echo "SKIP: examples/ledger_load was not built (configure found no hiredis)"
+	echo "SKIP: examples/ledger/ledger_load was not built (configure found no hiredis)"
 	exit 77
 fi
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-prometheus.XXXXXX") || exit 1

@@ -11,9 +11,9 @@ if ! command -v redis-cli >/dev/null 2>&1; then
 fi
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
+server=$top_builddir/examples/ledger/ledger_server
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-redis-cli.XXXXXX") || exit 1
 
 cleanup() {

@@ -14,9 +14,9 @@ for tool in redis-benchmark redis-cli; do
 done
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
-server=$top_builddir/examples/ledger_server
+server=$top_builddir/examples/ledger/ledger_server
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-hot.XXXXXX") || exit 1
 n=20000
 

@@ -18,9 +18,9 @@
 set -u
 
 top_builddir=${top_builddir:-.}
-top_srcdir=${top_srcdir:-$(dirname "$0")/..}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 cluster_sh=$top_srcdir/tests/redis_cluster.sh
-ex=$top_builddir/examples
+ex=$top_builddir/examples/wow
 commands=${WOW_SCALE_COMMANDS:-20000}
 accounts=1000
 deadline_s=${WOW_SCALE_DEADLINE:-180}
@@ -32,7 +32,7 @@ for tool in redis-server redis-cli; do
 	fi
 done
 for prog in "$ex/wow_ledger" "$ex/wow_produce" "$ex/wow_project" \
-	"$top_builddir/tests/wow_verify"; do
+	"$top_builddir/examples/wow/tests/wow_verify"; do
 	if [ ! -x "$prog" ]; then
 		echo "SKIP: $prog was not built (configure found no hiredis or json-c)"
 		exit 77
@@ -154,7 +154,7 @@ read_at_least() {
 }
 
 verify() {
-	"$top_builddir/tests/wow_verify" -p "$base" -c -e "$1" \
+	"$top_builddir/examples/wow/tests/wow_verify" -p "$base" -c -e "$1" \
 		>"$tmp/verify-$2.log" 2>&1
 	cat "$tmp/verify-$2.log" | grep -v '^aggring: warning'
 	grep -q '^verify ok' "$tmp/verify-$2.log" || fail "round $2: verify"

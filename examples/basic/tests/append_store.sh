@@ -8,7 +8,7 @@ set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 . "$top_srcdir/tests/lib.sh"
-ex=$top_builddir/examples
+ex=$top_builddir/examples/basic
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-store.XXXXXX")
 trap 'kill_servers; rm -rf "$tmp"' EXIT
 

@@ -31,7 +31,7 @@
 #include <aggring/fault.h>
 #endif
 
-#include "../examples/ledger_journal.h"
+#include "../ledger_journal.h"
 #include "testutil.h"
 
 #define MAX_RECORDS 512	 /* in one append task */

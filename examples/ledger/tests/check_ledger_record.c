@@ -32,8 +32,8 @@
 #include <aggring/fault.h>
 #endif
 
-#include "../examples/ledger_accounts.h"
-#include "../examples/ledger_record.h"
+#include "../ledger_accounts.h"
+#include "../ledger_record.h"
 #include "testutil.h"
 
 static struct record make(enum record_kind kind, const char *key,

@@ -27,8 +27,8 @@
 #include <aggring.h>
 #include <aggring/redis.h>
 
-#include "../examples/wow_accounts.h"
-#include "../examples/wow_common.h"
+#include "../wow_accounts.h"
+#include "../wow_common.h"
 
 #define PROJECTION "wow_project:{bank.Account}:balances"
 
