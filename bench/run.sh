@@ -23,7 +23,7 @@ results=${2:?usage: run.sh BUILDDIR RESULTSDIR}
 here=$(cd "$(dirname "$0")" && pwd)
 runs=${BENCH_RUNS:-5}
 data=${BENCH_DATA:-$build/bench-data}
-only=${BENCH_ONLY:-dispatch latency direct_read journal scale network wow}
+only=${BENCH_ONLY:-dispatch producers latency direct_read journal scale network wow}
 quick=${BENCH_QUICK:-0}
 failed=""
 
@@ -38,6 +38,7 @@ quick_args() {
 	direct_read) echo "-q" ;;
 	journal) echo "-q" ;;
 	scale) echo "-q" ;;
+	producers) echo "-q" ;;
 	esac
 }
 

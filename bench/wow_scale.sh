@@ -2,13 +2,16 @@
 # SPDX-License-Identifier: MIT
 # wow_scale.sh - end-to-end Wow commands/s on a three-master Redis
 # Cluster: wow_produce XADDs N Deposit commands; 1 or 3 wow_ledger
-# instances read them (XREADGROUP), append each event to Wow's event
-# store, publish it on :event and XACK; the figure is N over the time
+# instances read them (XREADGROUP) and run them on Wow's command
+# processor: append each event to Wow's event store, publish it on
+# :event and the state event on :state, XACK; the figure is N over the time
 # from the producer's start until the command group has nothing pending
 # and no lag. The ceiling beside it: redis-benchmark's XADD rate of the
 # same msg size on the master of bank.Account:command (one stream lives
 # on one master). Runs alternate (ceiling, 1, 3) BENCH_RUNS times
-# (default 5); prints medians with min/max and the ratios.
+# (default 5); prints medians with min/max and the ratios, and per run
+# the Redis commands each Wow command cost, by type (INFO commandstats
+# of the masters, the producer's XADDs taken out).
 #
 #   sh bench/wow_scale.sh [BUILDDIR]
 set -u
@@ -56,9 +59,33 @@ ms() {
 	date +%s%3N
 }
 
+nodes_do() { # run a redis-cli command on each master
+	for i in 0 1 2; do
+		redis-cli -p "$(cat "$tmp/cluster/node-$i/port")" "$@"
+	done
+}
+
+# Redis commands per Wow command, by type, summed over the masters
+# (the producer's XADDs taken out): what one command costs in round
+# trips. Written to $tmp/rt-N.
+round_trips() {
+	nodes_do INFO commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$commands" '
+		/^cmdstat_/ { c[substr($1, 9)] += $3 }
+		END {
+			c["xadd"] -= n
+			printf "per command:"
+			split("zrangebyscore evalsha xadd xack xreadgroup evalsha_ro eval", k, " ")
+			for (i = 1; i <= 7; i++)
+				if (c[k[i]] > 0)
+					printf " %s %.2f", k[i], c[k[i]] / n
+			printf "\n"
+		}'
+}
+
 # e2e N: prints commands/s with N instances
 e2e() {
 	flush
+	nodes_do CONFIG RESETSTAT >/dev/null
 	pids=
 	for i in $(seq "$1"); do
 		AGR_PARALLELISM=$groups "$ex/wow_ledger" -c -p "$base" -n "b$i" -k 256 \
@@ -75,6 +102,7 @@ e2e() {
 		sleep 0.01
 	done
 	t1=$(ms)
+	round_trips >"$tmp/rt-$1"
 	for p in $pids; do kill -TERM "$p"; done
 	for p in $pids; do wait "$p"; done
 	pids=
@@ -103,6 +131,8 @@ for r in $(seq "$runs"); do
 	e2e 1 >>"$tmp/one"
 	e2e 3 >>"$tmp/three"
 	echo "run $r: xadd $(tail -1 "$tmp/ceiling")/s, 1 instance $(tail -1 "$tmp/one")/s, 3 instances $(tail -1 "$tmp/three")/s"
+	echo "run $r: 1 instance $(cat "$tmp/rt-1")"
+	echo "run $r: 3 instances $(cat "$tmp/rt-3")"
 done
 set -- $(median <"$tmp/ceiling"); c=$1; cmin=$2; cmax=$3
 set -- $(median <"$tmp/one"); o=$1; omin=$2; omax=$3

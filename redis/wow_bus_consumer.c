@@ -383,6 +383,20 @@ static void on_read(agr_redis *r, const redisReply *reply, int err,
 	read_next(rd);
 }
 
+/*
+ * The COUNT of the next read: what max_in_flight leaves room for, shared
+ * by the topics, and at most `count` when set. Wow reads without a
+ * COUNT; a consumer behind a backlog then got all of it in one reply
+ * (200,000 entries: 1.2 GB held).
+ */
+static unsigned long read_count(const agr_wow_bus *b)
+{
+	unsigned long room = b->max_in_flight - b->in_flight;
+
+	room = room / b->ntopics ? room / b->ntopics : 1;
+	return b->count && b->count < room ? b->count : room;
+}
+
 static void read_next(struct reader *rd)
 {
 	agr_wow_bus *b = rd->bus;
@@ -394,18 +408,12 @@ static void read_next(struct reader *rd)
 	    !rd->group_ok || b->in_flight >= b->max_in_flight)
 		return;
 	snprintf(block, sizeof(block), "%u", b->block_ms);
-	snprintf(cnt, sizeof(cnt), "%u", b->count);
+	snprintf(cnt, sizeof(cnt), "%lu", read_count(b));
 	rd->reading = true; /* first: a failing client may call back at once */
-	if (b->count)
-		ret = agr_redis_command(rd->r, t, on_read, rd,
-					"XREADGROUP GROUP %s %s COUNT %s "
-					"BLOCK %s STREAMS %s >", b->group,
-					b->consumer, cnt, block, t);
-	else
-		ret = agr_redis_command(rd->r, t, on_read, rd,
-					"XREADGROUP GROUP %s %s BLOCK %s "
-					"STREAMS %s >", b->group, b->consumer,
-					block, t);
+	ret = agr_redis_command(rd->r, t, on_read, rd,
+				"XREADGROUP GROUP %s %s COUNT %s BLOCK %s "
+				"STREAMS %s >", b->group, b->consumer, cnt,
+				block, t);
 	if (ret < 0) {
 		rd->reading = false;
 		agr_log(AGR_LOG_ERROR, "XREADGROUP %s: %s", t, strerror(-ret));
@@ -1003,6 +1011,38 @@ int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns)
 	ret = b->phase == P_STOPPED ? 0 : -ETIMEDOUT;
 	pthread_mutex_unlock(&b->lock);
 	return ret;
+}
+
+/*
+ * A stop that always ends: a handler that never finishes (or retries
+ * forever, issue 30's livelock) cannot hold it past its deadline. The
+ * force completes the messages in flight with AGR_DISCARDED, which
+ * leaves their entries pending for a later claim (not acked).
+ */
+int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns)
+{
+	int ret = b ? agr_wow_bus_stop(b, timeout_ns) : -EINVAL;
+
+	if (ret != -ETIMEDOUT)
+		return ret;
+	agr_log(AGR_LOG_WARN, "consumer %s: messages still in flight at the "
+		"stop's deadline; forcing dispatcher %s", b->consumer,
+		agr_dispatcher_name(b->disp));
+	agr_dispatcher_force_stop(b->disp);
+	/* Every admitted message completes now, discarded if need be. */
+	if (agr_dispatcher_stop_gracefully(b->disp, timeout_ns) < 0)
+		agr_log(AGR_LOG_ERROR, "consumer %s: dispatcher %s did not "
+			"stop after the force", b->consumer,
+			agr_dispatcher_name(b->disp));
+	ret = agr_wow_bus_stop(b, timeout_ns);
+	if (ret == -ETIMEDOUT && agr_scheduler_is_terminated(b->sched)) {
+		agr_log(AGR_LOG_WARN, "consumer %s: its workers are gone; "
+			"stopped, entries in flight stay pending",
+			b->consumer);
+		set_phase(b, P_STOPPED);
+		ret = 0;
+	}
+	return ret == 0 ? -ECANCELED : ret;
 }
 
 void agr_wow_bus_free(agr_wow_bus *b)

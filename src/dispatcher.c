@@ -12,6 +12,13 @@
  * functions return AGR_PENDING keeps the group busy until the last
  * agr_exchange_done(), which re-posts the activation.
  *
+ * A worker that drains a group while it is awake does not mark it idle
+ * at once: it holds the group (still running, queue empty) and looks at
+ * its queue while it polls for work, so that a producer's next message
+ * to it is one push, with no activation to post and no state to change
+ * (see "held groups" below). Before the worker sleeps, and once intake
+ * closes, it lets its held groups go idle as above.
+ *
  * A graceful stop closes the gate, waits for senders inside it to
  * leave, then waits for every group to be idle (wait_idle).
  */
@@ -33,7 +40,21 @@
 #include <aggring/metrics.h> /* agr_dispatcher_metrics_get */
 
 #define DRAIN_LIMIT 64 /* messages per activation, for fairness */
-#define BATCH_PREFETCH 8 /* messages fetched ahead by a batched send */
+/*
+ * Groups a worker holds per dispatcher (see "held groups"): up to all
+ * of its groups, at most HOLD_MAX (groups drained while the set is full
+ * go idle as usual), and a poll looks at HOLD_LOOKS of them, taking
+ * turns, so that a large set does not make each poll long.
+ */
+#define HOLD_MAX 1024
+#define HOLD_LOOKS 32
+/*
+ * Groups a batched send routes ahead of its pushes, asking for their
+ * lines for writing: the push's exchange then finds its line at hand
+ * instead of waiting, one after the other, for each group's line to
+ * come back from the worker that last looked at it.
+ */
+#define BATCH_ROUTE_AHEAD 16
 
 /*
  * G_IDLING: the worker has drained the group and looks at its queue once
@@ -104,6 +125,7 @@ struct group {
 	AGR__ALIGNED_CACHELINE struct agr__work work; /* the activation */
 	struct agr_dispatcher *d;
 	struct agr_worker *worker;
+	struct held *held; /* the set its worker holds it in */
 	/*
 	 * The message that started and has not completed (waiting for
 	 * agr_exchange_done(), or running). Atomic only so that a stop's
@@ -141,6 +163,18 @@ struct handler {
 	char *type; /* NULL: every message */
 	agr_handler_fn fn;
 	void *arg;
+};
+
+/*
+ * The groups one worker holds for one dispatcher, and the poller that
+ * makes the worker look at them: that worker alone touches it.
+ */
+struct held {
+	struct agr__poller poller;
+	struct agr_dispatcher *d;
+	unsigned n, cap;
+	unsigned turn; /* where the next look starts */
+	struct group **groups;
 };
 
 /* Latency histograms of one worker's groups: that worker writes them. */
@@ -189,6 +223,7 @@ struct agr_dispatcher {
 	struct handler *handlers;
 	size_t nhandlers;
 	struct sweep *sweeps;
+	struct held *held; /* per worker */
 	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
 	struct agr__sched_watch stuck_watch; /* the watchdog's look */
 	atomic_uint_fast64_t stuck_detected;
@@ -543,6 +578,8 @@ static bool go_idle(struct group *g)
 	return true;
 }
 
+static bool hold(struct group *g);
+
 static void drain(struct group *g)
 {
 	struct agr_exchange *ex;
@@ -553,7 +590,7 @@ static void drain(struct group *g)
 			return; /* agr_exchange_done() resumes the group */
 		ex = pop_message(g);
 		if (!ex) {
-			if (go_idle(g))
+			if (hold(g) || go_idle(g))
 				return;
 			continue;
 		}
@@ -599,6 +636,101 @@ static void run_group(struct agr__work *work, struct agr_worker *w,
 		atomic_store_explicit(&g->state, G_RUNNING,
 				      memory_order_relaxed);
 	drain(g);
+}
+
+/* ---- held groups (on their worker) ---- */
+
+/*
+ * Holds the drained group g: it stays G_RUNNING, so senders only push,
+ * and its worker looks at its queue while it is awake (poll_held).
+ * False, and nothing held, when intake is closing or the set is full.
+ */
+static bool hold(struct group *g)
+{
+	struct held *h = g->held;
+
+	if (h->n == h->cap || agr__gate_closed(&g->d->gate) ||
+	    atomic_load_explicit(&g->d->forced, memory_order_relaxed))
+		return false;
+	h->groups[h->n++] = g;
+	if (!h->poller.added)
+		agr__worker_add_poller(g->worker, &h->poller);
+	return true;
+}
+
+/*
+ * Drains the held groups that have messages, looking at up to
+ * HOLD_LOOKS of them from where the last look stopped; true if any had.
+ * A drained group leaves its place to the last one, and goes to the end
+ * if drain() holds it again.
+ */
+static bool look_at_held(struct held *h)
+{
+	struct group *g;
+	unsigned looks, i;
+	bool ran = false;
+
+	for (looks = 0; looks < HOLD_LOOKS && looks < h->n; looks++) {
+		i = h->turn < h->n ? h->turn : 0;
+		g = h->groups[i];
+		if (!agr__mpsc_maybe_nonempty(&g->queue)) {
+			h->turn = i + 1;
+			continue;
+		}
+		h->groups[i] = h->groups[--h->n];
+		h->turn = i;
+		drain(g);
+		ran = true;
+	}
+	return ran;
+}
+
+/*
+ * Lets every held group go: idle, or drained once more if a message
+ * came (DROP: its messages discarded, as a dropped activation's are).
+ * Letting the last group go idle may let another thread free the
+ * dispatcher, and h with it: the poller is removed before, and h is
+ * not touched after. Before that, groups still held keep it alive.
+ */
+static bool let_go(struct held *h, struct agr_worker *w, bool drop)
+{
+	unsigned left = h->n;
+	struct group *g;
+	bool ran = false, last;
+
+	while (left-- > 0) {
+		g = h->groups[--h->n];
+		last = h->n == 0;
+		if (last)
+			agr__worker_remove_poller(w, &h->poller);
+		if (drop)
+			discard_all(g);
+		else if (!go_idle(g)) {
+			drain(g); /* g runs or is held again: h lives */
+			ran = true;
+			last = h->n == 0;
+		}
+		if (last)
+			break;
+	}
+	return ran;
+}
+
+static bool poll_held(struct agr__poller *p, struct agr_worker *w,
+		      enum agr__poll_mode mode)
+{
+	struct held *h = agr__container_of(p, struct held, poller);
+	struct agr_dispatcher *d = h->d;
+	bool ran;
+
+	if (mode == AGR__POLL_LOOK && !agr__gate_closed(&d->gate) &&
+	    !atomic_load_explicit(&d->forced, memory_order_relaxed)) {
+		ran = look_at_held(h);
+		if (h->n == 0)
+			agr__worker_remove_poller(w, p);
+		return ran;
+	}
+	return let_go(h, w, mode == AGR__POLL_DROP);
 }
 
 /* ---- exchange ---- */
@@ -803,9 +935,13 @@ static void init_groups(struct agr_dispatcher *d)
 		g->work.fn = run_group;
 		g->d = d;
 		g->worker = agr__scheduler_worker(d->sched, (unsigned)i);
+		g->held = &d->held[i % agr__scheduler_workers(d->sched)];
 		g->index = (unsigned)i;
 	}
 }
+
+static bool poll_held(struct agr__poller *p, struct agr_worker *w,
+		      enum agr__poll_mode mode);
 
 static void init_sweeps(struct agr_dispatcher *d)
 {
@@ -814,6 +950,8 @@ static void init_sweeps(struct agr_dispatcher *d)
 	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
 		d->sweeps[i].d = d;
 		d->sweeps[i].worker_index = (unsigned)i;
+		d->held[i].d = d;
+		d->held[i].poller.poll = poll_held;
 	}
 }
 
@@ -825,6 +963,10 @@ static void free_memory(struct agr_dispatcher *d)
 		free(d->handlers[i].type);
 	free(d->handlers);
 	free(d->sweeps);
+	for (i = 0; d->held && i < (size_t)agr__scheduler_workers(d->sched);
+	     i++)
+		free(d->held[i].groups);
+	free(d->held);
 	free(d->latency);
 	free(d->groups);
 	free(d->name);
@@ -842,7 +984,6 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 	if (posix_memalign((void **)&d, AGR__CACHELINE, sizeof(*d)) != 0)
 		return -ENOMEM;
 	memset(d, 0, sizeof(*d));
-	atomic_init(&d->gate, 0);
 	atomic_init(&d->started, false);
 	atomic_init(&d->forced, false);
 	atomic_init(&d->sweeps_pending, 0);
@@ -861,6 +1002,28 @@ static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
 	}
 	memset(d->groups, 0, (size_t)parallelism * sizeof(*d->groups));
 	*out = d;
+	return 0;
+}
+
+/* Room for each worker to hold all its groups, up to HOLD_MAX. */
+static int alloc_held(struct agr_dispatcher *d, size_t workers)
+{
+	size_t i, groups;
+
+	d->held = calloc(workers, sizeof(*d->held));
+	if (!d->held)
+		return -ENOMEM;
+	for (i = 0; i < workers; i++) {
+		groups = ((size_t)d->parallelism + workers - 1 - i) / workers;
+		d->held[i].cap = (unsigned)(groups < HOLD_MAX ? groups :
+								HOLD_MAX);
+		if (d->held[i].cap == 0)
+			continue;
+		d->held[i].groups =
+			calloc(d->held[i].cap, sizeof(*d->held[i].groups));
+		if (!d->held[i].groups)
+			return -ENOMEM;
+	}
 	return 0;
 }
 
@@ -903,10 +1066,10 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
 	ret = agr_supplier_get_or_init(o->supplier, &o->named_aggregate,
 				       &d->sched);
 	if (!ret) {
-		d->sweeps = calloc((size_t)agr__scheduler_workers(d->sched),
-				   sizeof(*d->sweeps));
-		if (!d->sweeps)
-			ret = -ENOMEM;
+		size_t workers = (size_t)agr__scheduler_workers(d->sched);
+
+		d->sweeps = calloc(workers, sizeof(*d->sweeps));
+		ret = d->sweeps ? alloc_held(d, workers) : -ENOMEM;
 	}
 	if (!ret && o->metrics)
 		ret = alloc_latency(d);
@@ -1072,13 +1235,15 @@ static int claim_valid(const struct agr_dispatcher *d, agr_message *msg,
 	return -EBUSY;
 }
 
-/* Pushes the claimed msg; returns its group, or NULL with *err set. */
-static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
-			   int *err)
+/*
+ * Pushes the claimed msg to group `key` (route()'s answer for it);
+ * returns the group, or NULL with *err set.
+ */
+static struct group *admit_to(struct agr_dispatcher *d, agr_message *msg,
+			      int key, int *err)
 {
 	struct agr_exchange *ex;
 	struct group *g;
-	int key = route(d, msg);
 
 	if (key < 0) {
 		unclaim(msg);
@@ -1114,6 +1279,31 @@ static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
 		ex->stamp_ns = agr__now_ns();
 	agr__mpsc_push(&g->queue, &ex->node);
 	return g;
+}
+
+static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
+			   int *err)
+{
+	return admit_to(d, msg, route(d, msg), err);
+}
+
+/*
+ * The group of msgs[i] for a batched send, and its line asked for; -1
+ * when it is left to admit() (a custom group key, which must be called
+ * once per message offered, or a message send will refuse).
+ */
+static int route_ahead(const struct agr_dispatcher *d, agr_message **msgs,
+		       size_t i)
+{
+	agr_message *msg = msgs[i];
+	int key;
+
+	if (d->group_key || !msg || !msg->aggregate_id)
+		return -1;
+	key = agr_group_key(msg->aggregate_id, d->parallelism);
+	__builtin_prefetch(&d->groups[key].state, 1);
+	prefetch_message(msg);
+	return key;
 }
 
 /*
@@ -1193,9 +1383,10 @@ AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg)
 AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 				      size_t n, size_t *admitted)
 {
+	int keys[BATCH_ROUTE_AHEAD];
 	struct group *g;
 	size_t i;
-	int ret = 0;
+	int ret = 0, key;
 
 	if (admitted)
 		*admitted = 0;
@@ -1218,19 +1409,21 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 	}
 	/*
 	 * One doorbell per sleeping worker covers the whole batch: a
-	 * worker's bell stays rung until it runs out of work. The messages
-	 * are fetched a few ahead, so that their cache misses overlap
-	 * instead of stalling each push in turn.
+	 * worker's bell stays rung until it runs out of work. Messages and
+	 * their groups are fetched a few ahead, so that their cache misses
+	 * overlap instead of stalling each push in turn.
 	 */
-	for (i = 1; i < n && i < BATCH_PREFETCH; i++)
-		if (msgs[i])
-			prefetch_message(msgs[i]);
+	for (i = 0; i < n && i < BATCH_ROUTE_AHEAD; i++)
+		keys[i] = route_ahead(d, msgs, i);
 	for (i = 0; i < n; i++) {
-		if (i + BATCH_PREFETCH < n && msgs[i + BATCH_PREFETCH])
-			prefetch_message(msgs[i + BATCH_PREFETCH]);
+		key = keys[i % BATCH_ROUTE_AHEAD];
+		if (i + BATCH_ROUTE_AHEAD < n)
+			keys[i % BATCH_ROUTE_AHEAD] =
+				route_ahead(d, msgs, i + BATCH_ROUTE_AHEAD);
 		if (i > 0 && (ret = claim_valid(d, msgs[i], __func__)) != 0)
 			break;
-		g = admit(d, msgs[i], &ret);
+		g = key >= 0 ? admit_to(d, msgs[i], key, &ret) :
+			       admit(d, msgs[i], &ret);
 		if (!g)
 			break;
 		if (schedule_if_idle(g))

@@ -114,6 +114,8 @@ AGR_API int agr_io_cancel_op(agr_worker *w, agr_io_id id)
 	return agr__worker_cancel_id(w, id);
 }
 
+static int with_cqe_cb(agr_worker *w, const char *call, agr_io_cqe_cb cb);
+
 /* Refuses what agr_io_next() asked that this call cannot do. */
 static int refuse_next(agr_worker *w, const char *call, unsigned unsupported)
 {
@@ -310,6 +312,21 @@ AGR_API int agr_io_accept_multishot(agr_worker *w, int fd, int flags,
 		      0;
 
 	if (ret || (ret = io_sqe(__func__, w, cb, arg, &sqe, &op)))
+		return ret;
+	io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, flags);
+	return agr__worker_finish(w, op, sqe);
+}
+
+AGR_API int agr_io_accept_multishot_cqe(agr_worker *w, int fd, int flags,
+					agr_io_cqe_cb cb, void *arg)
+{
+	struct io_uring_sqe *sqe;
+	struct agr__op *op;
+	int ret = with_cqe_cb(w, "agr_io_accept_multishot_cqe", cb);
+
+	if (ret || (ret = refuse_next(w, "agr_io_accept_multishot_cqe",
+				      AGR_IO_FIXED_BUF)) ||
+	    (ret = io_sqe(__func__, w, NULL, arg, &sqe, &op)))
 		return ret;
 	io_uring_prep_multishot_accept(sqe, fd, NULL, NULL, flags);
 	return agr__worker_finish(w, op, sqe);

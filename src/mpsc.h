@@ -20,11 +20,16 @@ struct agr__mpsc_node {
 	_Atomic(struct agr__mpsc_node *) next;
 };
 
+/*
+ * The stub sits on the producers' line: a push onto an empty queue
+ * links behind the stub, and with the stub there that push writes one
+ * line, not two (the consumer's end is written by the consumer alone).
+ */
 struct agr__mpsc {
 	_Atomic(struct agr__mpsc_node *) head; /* producers' end */
-	char pad_[64 - sizeof(void *)];
-	struct agr__mpsc_node *tail; /* consumer's end */
 	struct agr__mpsc_node stub;
+	char pad_[64 - sizeof(void *) - sizeof(struct agr__mpsc_node)];
+	struct agr__mpsc_node *tail; /* consumer's end */
 };
 
 static inline void agr__mpsc_init(struct agr__mpsc *q)

@@ -319,7 +319,6 @@ static int alloc_scheduler(const char *supplier_name,
 	if (posix_memalign((void **)&s, AGR__CACHELINE, sizeof(*s)) != 0)
 		return -ENOMEM;
 	memset(s, 0, sizeof(*s));
-	atomic_init(&s->gate, 0);
 	pthread_mutex_init(&s->lock, NULL);
 	agr__cond_init_monotonic(&s->cond);
 	atomic_init(&s->idle_waiters, 0);

@@ -20,10 +20,9 @@ enum agr__sched_state {
 
 struct agr_scheduler {
 	/*
-	 * The gate every sender passes: bit 0 = closed, the rest counts
-	 * senders inside. Dispose closes it and waits for the count to
-	 * reach zero, so once a worker is told to stop no sender can
-	 * still reach its ring or inbox.
+	 * The gate every sender passes (gate.h). Dispose closes it and
+	 * waits until no sender is inside, so once a worker is told to
+	 * stop no sender can still reach its ring or inbox.
 	 */
 	AGR__ALIGNED_CACHELINE agr__gate gate;
 

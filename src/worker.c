@@ -37,12 +37,22 @@
  * How long an idle worker watches its inbox before it arms the doorbell
  * and sleeps (AGR_IDLE_SPIN_US overrides, 0 disables): longer than the
  * gap between messages of a steady producer, so that such a producer
- * rarely pays a doorbell and its messages never wait for a wake-up (tens
- * of microseconds on a VM, milliseconds when the CPU is contended), yet
+ * rarely pays a doorbell and its messages never wait for a wake-up, yet
  * short enough that an idle worker soon leaves the CPU to others.
+ *
+ * Unless told, the worker picks one of two at each spin: where the
+ * workers fill the machine (2 vCPUs), 20 us, since the spin takes CPU
+ * time a producer needs; with CPUs to spare, 100 us, since a worker
+ * that sleeps between two messages costs the producer a doorbell (a
+ * system call) per message. On 16 cores bench/dispatch at 16 workers
+ * ran at 0.6 M msg/s with no spin, 4.1 with 20 us and 10.1 with 100 us
+ * (bench/RESULTS.md, "Many cores").
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
+#define IDLE_SPIN_NS_SPARE_CPUS 100000
 #define IDLE_SPIN_US_MAX 1000000
+/* The most pauses between two looks of an idle spin (about 1 us). */
+#define SPIN_PAUSES_MAX 32
 /*
  * How many prepared SQEs may wait for the end of the loop's turn
  * (AGR_SUBMIT_BATCH overrides, 0: all wait). A turn that reaps a batch
@@ -124,6 +134,9 @@ struct agr_worker {
 	atomic_bool ring_ready;
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
+	bool idle_spin_chosen; /* by the options or the environment */
+	int online_cpus; /* read at start, for spin_yields() */
+	struct agr__poller *pollers; /* what else it looks at while awake */
 	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
 	/*
 	 * SQEs of agr_io_sqe() that the caller may still be preparing:
@@ -167,6 +180,8 @@ struct agr_worker {
 };
 
 _Thread_local struct agr_worker *agr__current_worker;
+/* Worker threads of every scheduler in their loop, for spin_yields(). */
+static atomic_int live_workers;
 atomic_bool agr__watchdog_on;
 
 AGR_API agr_worker *agr_worker_current(void)
@@ -911,6 +926,51 @@ void agr__worker_adopt_orphans(struct agr_worker *w)
 	pthread_mutex_unlock(&w->orphan_lock);
 }
 
+/* ---- pollers ---- */
+
+void agr__worker_add_poller(struct agr_worker *w, struct agr__poller *p)
+{
+	p->next = w->pollers;
+	w->pollers = p;
+	p->added = true;
+}
+
+void agr__worker_remove_poller(struct agr_worker *w, struct agr__poller *p)
+{
+	struct agr__poller **pp;
+
+	if (!p->added)
+		return;
+	for (pp = &w->pollers; *pp; pp = &(*pp)->next) {
+		if (*pp == p) {
+			*pp = p->next;
+			break;
+		}
+	}
+	p->added = false;
+	p->next = NULL;
+}
+
+/*
+ * Asks every poller to look (see enum agr__poll_mode); true if one ran
+ * something. A poller may remove itself and add itself again meanwhile,
+ * hence the next one is read first.
+ */
+static bool poll_all(struct agr_worker *w, enum agr__poll_mode mode)
+{
+	struct agr__poller *p, *next;
+	bool ran = false;
+
+	for (p = w->pollers; p; p = next) {
+		next = p->next;
+		if (p->poll(p, w, mode)) {
+			ran = true;
+			end_of_callback(w);
+		}
+	}
+	return ran;
+}
+
 /* ---- loop ---- */
 
 /*
@@ -978,13 +1038,15 @@ static void read_settings(struct agr_worker *w)
 {
 	const struct agr__worker_settings *st = &w->settings;
 	unsigned sq = sq_entries_of(st);
-	long spin_us = st->idle_spin_us >= 0 ?
-			       st->idle_spin_us :
-			       agr__env_long_or("AGR_IDLE_SPIN_US",
-						IDLE_SPIN_NS_DEFAULT / 1000,
-						0, IDLE_SPIN_US_MAX);
+	long spin_us = st->idle_spin_us;
 
-	w->idle_spin_ns = (uint64_t)spin_us * 1000u;
+	/* Unset or bad (logged): the worker picks (IDLE_SPIN_NS_*). */
+	w->idle_spin_chosen =
+		spin_us >= 0 || agr__env_long("AGR_IDLE_SPIN_US", 0,
+					      IDLE_SPIN_US_MAX, &spin_us) == 1;
+	w->idle_spin_ns = w->idle_spin_chosen ? (uint64_t)spin_us * 1000u :
+						IDLE_SPIN_NS_DEFAULT;
+	w->online_cpus = agr__online_cpus();
 	w->submit_batch = st->submit_batch >= 0 ?
 				  (unsigned)st->submit_batch :
 				  (unsigned)agr__env_long_or(
@@ -1056,6 +1118,18 @@ static bool io_done(struct agr_worker *w)
 }
 
 /*
+ * Whether an idle spin gives the CPU away now and then: only where the
+ * workers of the process, of all its schedulers, fill the machine, so
+ * that a producer sharing a CPU with a spinner gets to run. With CPUs
+ * to spare a yield is a system call that helps nobody.
+ */
+static bool spin_yields(const struct agr_worker *w)
+{
+	return atomic_load_explicit(&live_workers, memory_order_relaxed) >=
+	       w->online_cpus;
+}
+
+/*
  * Watches for work for up to w->idle_spin_ns before sleeping; true if work
  * (or a stop) showed up. The bell stays rung meanwhile, so producers
  * push without ringing. Completions of I/O need a trip to the kernel to
@@ -1065,27 +1139,45 @@ static bool io_done(struct agr_worker *w)
 static bool spin_for_work(struct agr_worker *w)
 {
 	uint64_t deadline;
-	unsigned i;
+	unsigned i, pauses = 1, k;
+	bool yields;
 
 	if (w->idle_spin_ns == 0)
 		return must_wake(w) || io_done(w);
-	deadline = agr__now_ns() + w->idle_spin_ns;
+	yields = spin_yields(w);
+	deadline = agr__now_ns() +
+		   (w->idle_spin_chosen || yields ? w->idle_spin_ns :
+						    IDLE_SPIN_NS_SPARE_CPUS);
 
 	for (i = 1;; i++) {
-		if (must_wake(w) || io_done(w))
+		if (must_wake(w) || io_done(w) ||
+		    (w->pollers && poll_all(w, AGR__POLL_LOOK)))
 			return true;
 		/* A pause takes tens of ns: look at the clock now and then. */
 		if (!(i & 3) && agr__now_ns() >= deadline)
 			return false;
 		/*
-		 * Now and then give the CPU to whoever else can run: on a
-		 * small machine that is often the producer we wait for,
-		 * and a spinner that never yields starves it.
+		 * Where the workers fill the machine, give the CPU now and
+		 * then to whoever else can run: often the producer we wait
+		 * for, which a spinner that never yields starves.
 		 */
-		if (!(i & 15))
-			sched_yield();
-		else
+		if (yields) {
+			if (!(i & 15))
+				sched_yield();
+			else
+				agr__cpu_relax();
+			continue;
+		}
+		/*
+		 * With CPUs to spare, look less often the longer nothing
+		 * comes: each look takes the lines producers write into our
+		 * cache, and taking them after every message makes each of
+		 * their writes a miss.
+		 */
+		for (k = 0; k < pauses; k++)
 			agr__cpu_relax();
+		if (pauses < SPIN_PAUSES_MAX)
+			pauses *= 2;
 	}
 }
 
@@ -1189,8 +1281,13 @@ static void tear_down(struct agr_worker *w)
 
 static bool graceful_done(struct agr_worker *w)
 {
-	return atomic_load(&w->stop_requested) &&
-	       !agr__mpsc_maybe_nonempty(&w->inbox) && w->inflight == 0;
+	if (!atomic_load(&w->stop_requested))
+		return false;
+	/* Held groups go back first: their next sends must reach us. */
+	if (w->pollers && poll_all(w, AGR__POLL_RELEASE))
+		return false;
+	return !w->pollers && !agr__mpsc_maybe_nonempty(&w->inbox) &&
+	       w->inflight == 0;
 }
 
 /* The kernel kept CQEs aside (FEAT_NODROP); reaping drains them. */
@@ -1202,7 +1299,7 @@ static void note_cq_overflow(struct agr_worker *w)
 
 static void worker_loop(struct agr_worker *w)
 {
-	bool more;
+	bool more, polled;
 
 	for (;;) {
 		agr__bump(&w->stats.iterations);
@@ -1212,7 +1309,9 @@ static void worker_loop(struct agr_worker *w)
 		note_cq_overflow(w);
 		reap(w);
 		more = run_inbox(w);
+		polled = w->pollers && poll_all(w, AGR__POLL_LOOK);
 		if (atomic_load(&w->force)) {
+			poll_all(w, AGR__POLL_DROP);
 			tear_down(w);
 			break;
 		}
@@ -1220,7 +1319,12 @@ static void worker_loop(struct agr_worker *w)
 			break;
 		if (more)
 			poll_kernel(w);
-		else if (!spin_for_work(w))
+		else if (polled && io_uring_sq_ready(&w->ring))
+			poll_kernel(w); /* what the groups run submitted */
+		else if (polled)
+			io_done(w); /* enters the kernel only if it has work */
+		else if (!spin_for_work(w) &&
+			 !(w->pollers && poll_all(w, AGR__POLL_RELEASE)))
 			sleep_in_kernel(w);
 	}
 	w->closing = true;
@@ -1261,7 +1365,9 @@ static void *worker_main(void *arg)
 	atomic_store_explicit(&w->stats.started_ns, agr__now_ns(),
 			      memory_order_relaxed);
 	if (ret == 0) {
+		atomic_fetch_add(&live_workers, 1);
 		worker_loop(w);
+		atomic_fetch_sub(&live_workers, 1);
 		if (w->settings.exit)
 			w->settings.exit(w, w->settings.hook_arg);
 	}

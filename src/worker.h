@@ -271,6 +271,38 @@ int agr__worker_cancel_owner(struct agr_worker *w, void *owner,
  */
 void agr__worker_disown(struct agr_worker *w, const void *owner);
 
+/* ---- what the worker polls besides its inbox ---- */
+
+/*
+ * How a poller is asked to look: LOOK (run what showed up), RELEASE
+ * (the worker is about to sleep or to leave: let go of everything, so
+ * that what arrives later reaches the inbox) or DROP (an immediate stop:
+ * let go of everything and drop what is queued).
+ */
+enum agr__poll_mode { AGR__POLL_LOOK, AGR__POLL_RELEASE, AGR__POLL_DROP };
+
+/*
+ * Work that lives outside the inbox while the worker is awake: a
+ * dispatcher's groups that stay scheduled after their last message, so
+ * that a steady producer's next message to them needs no activation.
+ * poll() returns true if it ran something. On RELEASE and DROP it
+ * removes itself (agr__worker_remove_poller) before its last touch of
+ * what it polls, since that touch may let another thread free it; it
+ * may add itself again if work showed up. All on the worker's thread.
+ */
+struct agr__poller {
+	bool (*poll)(struct agr__poller *p, struct agr_worker *w,
+		     enum agr__poll_mode mode);
+	struct agr__poller *next;
+	bool added;
+};
+
+/* Adds `p` (not added yet) to what `w` polls; `w`'s own thread. */
+void agr__worker_add_poller(struct agr_worker *w, struct agr__poller *p);
+
+/* Removes `p` if added; `w`'s own thread. */
+void agr__worker_remove_poller(struct agr_worker *w, struct agr__poller *p);
+
 /* ---- what runs now, for the watchdog ---- */
 
 /* True while somebody watches (agr_watchdog_start()). */

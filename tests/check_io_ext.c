@@ -4,7 +4,7 @@
  * raw SQEs that cannot be lost, chains the SQ-full flush never splits,
  * one operation cancelled by its id, linked timeouts, CQE flags,
  * registered files and buffers, multishot receive into a provided
- * buffer ring, zero-copy send.
+ * buffer ring, multishot accept past a full CQ, zero-copy send.
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -902,6 +902,117 @@ START_TEST(init_hook_registers_files_and_buffers_used_by_io)
 }
 END_TEST
 
+/* ---- multishot accept that the kernel ends with a success ---- */
+
+#define BURST 64 /* connections waiting before the accept is armed */
+
+struct burst {
+	int listener;
+	agr_worker *w;
+	int fds[BURST];
+	int nfds, kernel_ends, final_res, arm_ret;
+	struct tu_tally accepted;
+	struct tu_latch ended;
+};
+
+static void burst_accepted(int res, unsigned flags, void *arg);
+
+static void burst_arm(void *arg)
+{
+	struct burst *b = arg;
+
+	b->w = agr_worker_current();
+	b->arm_ret = agr_io_accept_multishot_cqe(b->w, b->listener,
+						 SOCK_CLOEXEC, burst_accepted,
+						 b);
+	TU_EXPECT(b->arm_ret == 0);
+}
+
+static void burst_accepted(int res, unsigned flags, void *arg)
+{
+	struct burst *b = arg;
+
+	if (res >= 0) {
+		TU_EXPECT(b->nfds < BURST);
+		if (b->nfds < BURST)
+			b->fds[b->nfds++] = res;
+		else
+			close(res);
+		tu_tally_add(&b->accepted);
+	}
+	if (flags & IORING_CQE_F_MORE)
+		return;
+	if (res >= 0) { /* the kernel ended it: the CQ was full */
+		b->kernel_ends++;
+		burst_arm(b);
+		return;
+	}
+	b->final_res = res;
+	tu_latch_count_down(&b->ended);
+}
+
+static void burst_cancel(void *arg)
+{
+	struct burst *b = arg;
+
+	TU_EXPECT(agr_io_cancel(b->w, b) == 1);
+}
+
+/*
+ * A burst of connections on a ring whose CQ holds 4: the kernel ends
+ * the multishot accept with a successful CQE without IORING_CQE_F_MORE
+ * (it could not post the next one). The callback sees the flags, arms
+ * again, and every connection is accepted.
+ */
+START_TEST(multishot_accept_resumes_after_the_kernel_ends_it)
+{
+	agr_supplier_options o = AGR_SUPPLIER_OPTIONS_INIT;
+	struct burst b = { .final_res = 1 };
+	struct sockaddr_in addr = { 0 };
+	socklen_t len = sizeof(addr);
+	int clients[BURST], i;
+	struct rig g;
+
+	b.listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	addr.sin_family = AF_INET;
+	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_eq(bind(b.listener, (struct sockaddr *)&addr,
+			      sizeof(addr)), 0);
+	ck_assert_int_eq(listen(b.listener, 2 * BURST), 0);
+	ck_assert_int_eq(getsockname(b.listener, (struct sockaddr *)&addr,
+				     &len), 0);
+	for (i = 0; i < BURST; i++) {
+		clients[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ck_assert_int_eq(connect(clients[i], (struct sockaddr *)&addr,
+					 sizeof(addr)), 0);
+	}
+	tu_tally_init(&b.accepted);
+	tu_latch_init(&b.ended, 1);
+	o.parallelism = 1;
+	o.sq_entries = 2;
+	o.cq_entries = 4;
+	rig_up_opts(&g, &o);
+	run_on(&g, burst_arm, &b);
+	ck_assert_msg(tu_tally_wait(&b.accepted, BURST, TU_LONG_NS),
+		      "accepted %ld of %d connections",
+		      tu_tally_value(&b.accepted), BURST);
+	run_on(&g, burst_cancel, &b);
+	ck_assert(tu_latch_wait(&b.ended, TU_LONG_NS));
+	ck_assert_int_eq(b.final_res, -ECANCELED);
+	ck_assert_int_eq(b.nfds, BURST);
+	ck_assert_int_ge(b.kernel_ends, 1); /* the case this test is for */
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	for (i = 0; i < BURST; i++) {
+		close(b.fds[i]);
+		close(clients[i]);
+	}
+	close(b.listener);
+	tu_tally_destroy(&b.accepted);
+	tu_latch_destroy(&b.ended);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("io_ext");
@@ -916,6 +1027,7 @@ static Suite *suite(void)
 	tcase_add_test(c, linked_timeout_ends_the_operation);
 	tcase_add_test(c, multishot_recv_with_buffer_ring_is_intact);
 	tcase_add_test(c, multishot_recv_ends_on_force_stop);
+	tcase_add_test(c, multishot_accept_resumes_after_the_kernel_ends_it);
 	tcase_add_test(c, zero_copy_send_reports_completion_and_notification);
 	tcase_add_test(c, init_hook_registers_files_and_buffers_used_by_io);
 	suite_add_tcase(s, c);

@@ -208,6 +208,24 @@ struct seen {
 	int status;	     /* what the handler returns */
 };
 
+/* test_backlog_read_in_bounded_batches: the bus whose in-flight peak
+ * the handler records. */
+static agr_wow_bus *_Atomic peak_bus;
+static _Atomic long long peak_in_flight;
+
+static void note_in_flight(void)
+{
+	agr_wow_bus *b = atomic_load(&peak_bus);
+	agr_wow_bus_stats st;
+	long long now;
+
+	if (!b || agr_wow_bus_stats_get(b, &st) < 0)
+		return;
+	now = (long long)st.in_flight;
+	if (now > atomic_load(&peak_in_flight))
+		atomic_store(&peak_in_flight, now); /* a max: races only lower */
+}
+
 static int handler(agr_exchange *ex, void *arg)
 {
 	struct seen *s = arg;
@@ -229,6 +247,7 @@ static int handler(agr_exchange *ex, void *arg)
 						       "request-1") &&
 	    agr_wow_message_entry_id(m) && agr_wow_message_topic(m))
 		atomic_fetch_add(&s->spec_ok, 1);
+	note_in_flight();
 	atomic_fetch_add(&s->count, 1);
 	return s->status;
 }
@@ -512,6 +531,42 @@ START_TEST(test_lost_delivery_claimed_again)
 }
 END_TEST
 
+/*
+ * A consumer behind a backlog of 400 entries, allowed 20 in flight:
+ * each XREADGROUP asks for what that leaves room for, so the bus never
+ * holds more than 20 (an unbounded read, as Wow's, delivered all 400 at
+ * once).
+ */
+START_TEST(test_backlog_read_in_bounded_batches)
+{
+	const char *topics[] = { "t11.Order:command" };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct seen seen = { 0 };
+	struct service sv;
+	long long peak;
+
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "g";
+	o.no_recovery = true;
+	o.max_in_flight = 20;
+	atomic_store(&peak_in_flight, 0);
+	service_start(&sv, &seen, &o, 0);
+	atomic_store(&peak_bus, sv.bus);
+	/* All 400 at once (a script is atomic): the blocked read sees them. */
+	sync_ok("EVAL %s 1 %s %s",
+		"for i = 1, 400 do redis.call('XADD', KEYS[1], '*', 'msg', "
+		"ARGV[1]) end", topics[0], SPEC_COMMAND);
+	WAIT_EQ(STAT(sv.bus, acked), 400);
+	atomic_store(&peak_bus, NULL);
+	ck_assert_int_eq(atomic_load(&seen.count), 400);
+	peak = atomic_load(&peak_in_flight);
+	ck_assert_int_ge(peak, 1);
+	ck_assert_int_le(peak, 20);
+	service_stop(&sv);
+}
+END_TEST
+
 START_TEST(test_not_admitted_stays_pending)
 {
 	const char *topics[] = { "t7.Order:command" };
@@ -597,6 +652,76 @@ START_TEST(test_publish)
 }
 END_TEST
 
+/*
+ * Issue 30: a handler that retries without end (the old wow_ledger's
+ * conflict loop, here on a 1 ms timer) holds a graceful stop for good;
+ * agr_wow_bus_shutdown() forces the dispatcher at the deadline, and the
+ * entry stays pending for a later claim.
+ */
+static _Atomic long spins;
+
+static void spin(int res, void *arg)
+{
+	agr_exchange *ex = arg;
+
+	(void)res;
+	atomic_fetch_add(&spins, 1);
+	/* refused once the dispatcher is forced: the chain ends here */
+	agr_io_timeout(agr_exchange_worker(ex), 1000000, spin, ex);
+}
+
+static int spinning_handler(agr_exchange *ex, void *arg)
+{
+	(void)arg;
+	if (agr_io_timeout(agr_exchange_worker(ex), 1000000, spin, ex) < 0)
+		return -EIO;
+	return AGR_PENDING;
+}
+
+START_TEST(test_shutdown_ends_a_livelocked_handler)
+{
+	const char *topics[] = { "live.Order:command" };
+	agr_named_aggregate na = { "sales", "Order" };
+	agr_dispatcher_options d = { .name = "spin", .named_aggregate = na,
+				     .parallelism = 4,
+				     .on_complete = agr_wow_bus_complete };
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	struct service sv;
+	uint64_t t0;
+
+	ck_assert_int_eq(agr_supplier_new("spin", 2, &sv.sup), 0);
+	ck_assert_int_eq(agr_supplier_get_or_init(sv.sup, &na, &sv.sched), 0);
+	d.supplier = sv.sup;
+	ck_assert_int_eq(agr_dispatcher_new(&d, &sv.disp), 0);
+	ck_assert_int_eq(agr_dispatcher_register(sv.disp, NULL,
+						 spinning_handler, NULL), 0);
+	ck_assert_int_eq(agr_dispatcher_start(sv.disp), 0);
+	o.redis.port = server_port;
+	o.scheduler = sv.sched;
+	o.dispatcher = sv.disp;
+	o.topics = topics;
+	o.ntopics = 1;
+	o.group = "sales.CommandDispatcher";
+	o.block_ms = 100;
+	ck_assert_int_eq(agr_wow_bus_new(&o, &sv.bus), 0);
+	ck_assert_int_eq(agr_wow_bus_start(sv.bus), 0);
+	ck_assert_int_eq(agr_wow_bus_wait_ready(sv.bus, TU_LONG_NS), 0);
+	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	WAIT_EQ(atomic_load(&spins) > 20, 1);
+	/* the bug: a graceful stop waits on the handler, whatever the time */
+	ck_assert_int_eq(agr_wow_bus_stop(sv.bus, 300000000ull), -ETIMEDOUT);
+	t0 = tu_now_ns();
+	ck_assert_int_eq(agr_wow_bus_shutdown(sv.bus, 2000000000ull),
+			 -ECANCELED);
+	ck_assert_uint_lt(tu_now_ns() - t0, 7000000000ull);
+	agr_wow_bus_free(sv.bus);
+	agr_dispatcher_free(sv.disp);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(sv.sup, TU_LONG_NS), 0);
+	agr_supplier_free(sv.sup);
+	ck_assert_int_eq(pending(topics[0], o.group), 1); /* not acked */
+}
+END_TEST
+
 START_TEST(test_options_checked)
 {
 	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
@@ -627,7 +752,9 @@ static Suite *suite(void)
 	tcase_add_test(tc, test_recovery_claims_dead_not_live);
 	tcase_add_test(tc, test_lost_delivery_claimed_again);
 	tcase_add_test(tc, test_not_admitted_stays_pending);
+	tcase_add_test(tc, test_backlog_read_in_bounded_batches);
 	tcase_add_test(tc, test_publish);
+	tcase_add_test(tc, test_shutdown_ends_a_livelocked_handler);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -9,6 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <liburing.h>
+
 #include "util.h"
 
 #define ACCEPT_BACKOFF_NS 100000000ull /* out of descriptors: retry in */
@@ -63,9 +65,9 @@ static void accept_ended(struct acceptor *a, int res, bool stopping)
 	}
 }
 
-static void accepted(int res, void *arg)
+/* A socket, or the end of an accept: a single one's, or a multishot's. */
+static void accepted_more(int res, bool more, struct acceptor *a)
 {
-	struct acceptor *a = arg;
 	bool stopping = atomic_load(&a->stopping);
 
 	if (res < 0) {
@@ -77,8 +79,24 @@ static void accepted(int res, void *arg)
 		close(res);
 	else
 		a->take(a->arg, res);
-	if (!a->multishot && !stopping)
+	/*
+	 * A multishot accept also ends with a success: the kernel could not
+	 * post the next CQE (the CQ was full). Not armed any more: arm again.
+	 */
+	if (!more && !stopping)
 		acceptor_arm(a);
+	else if (!more)
+		acceptor_close(a);
+}
+
+static void accepted(int res, void *arg)
+{
+	accepted_more(res, false, arg);
+}
+
+static void accepted_multishot(int res, unsigned flags, void *arg)
+{
+	accepted_more(res, flags & IORING_CQE_F_MORE, arg);
 }
 
 static void acceptor_arm(struct acceptor *a)
@@ -87,8 +105,8 @@ static void acceptor_arm(struct acceptor *a)
 	int ret;
 
 	if (a->multishot)
-		ret = agr_io_accept_multishot(w, a->fd, SOCK_CLOEXEC,
-					      accepted, a);
+		ret = agr_io_accept_multishot_cqe(w, a->fd, SOCK_CLOEXEC,
+						  accepted_multishot, a);
 	else
 		ret = agr_io_accept(w, a->fd, NULL, NULL, SOCK_CLOEXEC,
 				    accepted, a);

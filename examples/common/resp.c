@@ -91,26 +91,54 @@ bool resp_arg_is(const struct resp_arg *arg, const char *s)
 
 /* ---- requests ---- */
 
-static void keep_arg(struct resp_command *cmd, int i, const char *p,
-		     size_t len)
+/*
+ * The '\n' of the line that starts at buf[pos], searched for only in
+ * bytes not searched before (st->scan of them were): a line that
+ * arrives a few bytes at a time costs its length once, not once per
+ * arrival.
+ */
+static bool find_line_from(const char *buf, size_t len, size_t pos,
+			   struct resp_partial *st, size_t *eol, size_t *next)
 {
-	if (i < RESP_MAX_ARGS) {
-		cmd->argv[i].p = p;
-		cmd->argv[i].len = len;
+	size_t from = pos + st->scan;
+	const char *nl = from < len ? memchr(buf + from, '\n', len - from) :
+				      NULL;
+	size_t end;
+
+	if (!nl) {
+		st->scan = len - pos;
+		return false;
 	}
+	st->scan = 0;
+	end = (size_t)(nl - buf);
+	*next = end + 1;
+	if (end > pos && buf[end - 1] == '\r')
+		end--;
+	*eol = end;
+	return true;
+}
+
+static void keep_arg(struct resp_partial *st, size_t off, size_t len)
+{
+	if (st->i < RESP_MAX_ARGS) {
+		st->arg[st->i].off = off;
+		st->arg[st->i].len = len;
+	}
+	st->i++;
 }
 
 /*
- * One bulk string of a multibulk request at buf[*pos]. Errors are at a
- * line start, so resynchronising looks at that line first: it may be
+ * One bulk string of a multibulk request at buf[st->pos]. Errors are at
+ * a line start, so resynchronising looks at that line first: it may be
  * the next request, after a client sent fewer arguments than it said.
  */
-static enum resp_status parse_bulk(const char *buf, size_t len, size_t *pos,
-				   size_t max_bulk, struct resp_command *cmd,
-				   int i, struct resp_error *err)
+static enum resp_status parse_bulk(const char *buf, size_t len,
+				   const struct resp_limits *lim,
+				   struct resp_partial *st,
+				   struct resp_error *err)
 {
-	size_t eol, next, at = *pos;
-	long long n;
+	size_t eol, next, at = st->pos, max = lim->max_bulk;
+	long long n = -1; /* read in the error text even if unparsed */
 	char what[40];
 
 	if (at == len)
@@ -120,18 +148,24 @@ static enum resp_status parse_bulk(const char *buf, size_t len, size_t *pos,
 			 buf[at] >= 0x20 && buf[at] < 0x7f ? buf[at] : '?');
 		return fail(err, at, RESP_AWAIT_MULTIBULK, what);
 	}
-	if (!find_line(buf, len, at, &eol, &next))
+	if (!find_line_from(buf, len, at, st, &eol, &next))
 		return len - at > RESP_MAX_INLINE ?
 			       fail(err, at, RESP_AWAIT_MULTIBULK,
 				    "too big bulk count string") :
 			       RESP_MORE;
+	if (lim->unauthenticated && max > RESP_UNAUTH_MAX_BULK)
+		max = RESP_UNAUTH_MAX_BULK;
 	if (eol - at > HEADER_LINE_MAX ||
 	    !resp_parse_ll(buf + at + 1, eol - at - 1, &n) || n < 0 ||
-	    (unsigned long long)n > max_bulk)
+	    (unsigned long long)n > max)
 		return fail(err, at, RESP_AWAIT_MULTIBULK,
-			    "invalid bulk length");
+			    lim->unauthenticated && n >= 0 &&
+					    (unsigned long long)n >
+						    RESP_UNAUTH_MAX_BULK ?
+				    "unauthenticated bulk length" :
+				    "invalid bulk length");
 	if (len - next < (size_t)n + 2)
-		return RESP_MORE;
+		return RESP_MORE; /* the header is read again: a few bytes */
 	if (buf[next + (size_t)n] != '\r' ||
 	    buf[next + (size_t)n + 1] != '\n') {
 		/*
@@ -144,21 +178,21 @@ static enum resp_status parse_bulk(const char *buf, size_t len, size_t *pos,
 						  RESP_SKIP_TO_MULTIBULK,
 			    "expected CRLF after bulk string");
 	}
-	keep_arg(cmd, i, buf + next, (size_t)n);
-	*pos = next + (size_t)n + 2;
+	keep_arg(st, next, (size_t)n);
+	st->pos = next + (size_t)n + 2;
 	return RESP_DONE;
 }
 
-static enum resp_status parse_multibulk(const char *buf, size_t len,
-					size_t max_bulk,
-					struct resp_command *cmd,
-					size_t *used, struct resp_error *err)
+/* The "*N" line: st->n and st->pos. */
+static enum resp_status parse_multibulk_count(const char *buf, size_t len,
+					      const struct resp_limits *lim,
+					      struct resp_partial *st,
+					      struct resp_error *err)
 {
 	size_t eol, pos;
 	long long n;
-	int i;
 
-	if (!find_line(buf, len, 0, &eol, &pos))
+	if (!find_line_from(buf, len, 0, st, &eol, &pos))
 		return len > RESP_MAX_INLINE ?
 			       fail(err, 0, RESP_SKIP_TO_MULTIBULK,
 				    "too big mbulk count string") :
@@ -167,22 +201,59 @@ static enum resp_status parse_multibulk(const char *buf, size_t len,
 	    n > RESP_MAX_MULTIBULK)
 		return fail(err, 0, RESP_SKIP_TO_MULTIBULK,
 			    "invalid multibulk length");
-	cmd->argc = 0;
-	for (i = 0; i < n; i++) {
-		enum resp_status s =
-			parse_bulk(buf, len, &pos, max_bulk, cmd, i, err);
+	if (lim->unauthenticated && n > RESP_UNAUTH_MAX_MULTIBULK)
+		return fail(err, 0, RESP_SKIP_TO_MULTIBULK,
+			    "unauthenticated multibulk length");
+	st->n = n;
+	st->pos = pos;
+	st->i = 0;
+	return RESP_DONE;
+}
 
-		if (s != RESP_DONE)
-			return s;
+/* The arguments kept in st, pointing into buf, as *cmd. */
+static void take_args(const char *buf, const struct resp_partial *st,
+		      struct resp_command *cmd)
+{
+	int k;
+
+	for (k = 0; k < st->i && k < RESP_MAX_ARGS; k++) {
+		cmd->argv[k].p = buf + st->arg[k].off;
+		cmd->argv[k].len = st->arg[k].len;
 	}
-	cmd->argc = n > 0 ? (int)n : 0; /* "*0" and "*-1" are ignored */
-	*used = pos;
+}
+
+static enum resp_status parse_multibulk(const char *buf, size_t len,
+					const struct resp_limits *lim,
+					struct resp_partial *st,
+					struct resp_command *cmd,
+					size_t *used, struct resp_error *err)
+{
+	enum resp_status s;
+
+	if (st->pos == 0 &&
+	    (s = parse_multibulk_count(buf, len, lim, st, err)) != RESP_DONE)
+		return s;
+	while (st->i < st->n)
+		if ((s = parse_bulk(buf, len, lim, st, err)) != RESP_DONE)
+			return s;
+	cmd->argc = st->n > 0 ? (int)st->n : 0; /* "*0", "*-1": ignored */
+	take_args(buf, st, cmd);
+	*used = st->pos;
 	return RESP_DONE;
 }
 
 static bool is_blank(char c)
 {
 	return c == ' ' || c == '\t' || c == '\r';
+}
+
+static void keep_word(struct resp_command *cmd, int argc, const char *p,
+		      size_t len)
+{
+	if (argc < RESP_MAX_ARGS) {
+		cmd->argv[argc].p = p;
+		cmd->argv[argc].len = len;
+	}
 }
 
 /*
@@ -206,14 +277,14 @@ static bool split_inline(const char *s, size_t n, struct resp_command *cmd)
 				return false;
 			start = i + 1;
 			i = (size_t)(close - s);
-			keep_arg(cmd, argc++, s + start, i - start);
+			keep_word(cmd, argc++, s + start, i - start);
 			if (++i < n && !is_blank(s[i]))
 				return false;
 		} else {
 			start = i;
 			while (i < n && !is_blank(s[i]))
 				i++;
-			keep_arg(cmd, argc++, s + start, i - start);
+			keep_word(cmd, argc++, s + start, i - start);
 		}
 	}
 	cmd->argc = argc;
@@ -221,12 +292,13 @@ static bool split_inline(const char *s, size_t n, struct resp_command *cmd)
 }
 
 static enum resp_status parse_inline(const char *buf, size_t len,
+				     struct resp_partial *st,
 				     struct resp_command *cmd, size_t *used,
 				     struct resp_error *err)
 {
 	size_t eol, next;
 
-	if (!find_line(buf, len, 0, &eol, &next))
+	if (!find_line_from(buf, len, 0, st, &eol, &next))
 		return len > RESP_MAX_INLINE ?
 			       fail(err, len, RESP_SKIP_LINE,
 				    "too big inline request") :
@@ -238,15 +310,41 @@ static enum resp_status parse_inline(const char *buf, size_t len,
 	return RESP_DONE;
 }
 
+void resp_partial_reset(struct resp_partial *st)
+{
+	st->pos = 0;
+	st->scan = 0;
+	st->n = 0;
+	st->i = 0;
+}
+
+enum resp_status resp_parse_request(const char *buf, size_t len,
+				    const struct resp_limits *lim,
+				    struct resp_partial *st,
+				    struct resp_command *cmd, size_t *used,
+				    struct resp_error *err)
+{
+	enum resp_status s;
+
+	if (len == 0)
+		return RESP_MORE;
+	if (buf[0] == '*')
+		s = parse_multibulk(buf, len, lim, st, cmd, used, err);
+	else
+		s = parse_inline(buf, len, st, cmd, used, err);
+	if (s != RESP_MORE)
+		resp_partial_reset(st);
+	return s;
+}
+
 enum resp_status resp_parse_command(const char *buf, size_t len,
 				    size_t max_bulk, struct resp_command *cmd,
 				    size_t *used, struct resp_error *err)
 {
-	if (len == 0)
-		return RESP_MORE;
-	if (buf[0] == '*')
-		return parse_multibulk(buf, len, max_bulk, cmd, used, err);
-	return parse_inline(buf, len, cmd, used, err);
+	struct resp_limits lim = { .max_bulk = max_bulk };
+	struct resp_partial st = { 0 };
+
+	return resp_parse_request(buf, len, &lim, &st, cmd, used, err);
 }
 
 size_t resp_resync(enum resp_sync *sync, const char *buf, size_t len)

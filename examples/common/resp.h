@@ -10,6 +10,8 @@
  * types them. The parser is stateless: it looks at the start of a
  * buffer and either finds one whole request, asks for more bytes, or
  * reports a protocol error and says how to get back in step.
+ * resp_parse_request() also resumes an incomplete request where it
+ * stopped, so that a request arriving in pieces costs its length once.
  */
 #ifndef LEDGER_RESP_H
 #define LEDGER_RESP_H
@@ -68,6 +70,51 @@ enum resp_status {
 enum resp_status resp_parse_command(const char *buf, size_t len,
 				    size_t max_bulk, struct resp_command *cmd,
 				    size_t *used, struct resp_error *err);
+
+/* Redis's caps on a client that has not authenticated yet. */
+#define RESP_UNAUTH_MAX_MULTIBULK 10
+#define RESP_UNAUTH_MAX_BULK (16 * 1024)
+
+struct resp_limits {
+	size_t max_bulk;      /* the longest bulk string */
+	bool unauthenticated; /* also Redis's caps before AUTH, above */
+};
+
+/*
+ * Where an incomplete request stopped: what resp_parse_request() has
+ * checked of it already, as offsets from the request's first byte (the
+ * buffer may move between calls). Zero it (RESP_PARTIAL_INIT or
+ * resp_partial_reset()) before a new request.
+ */
+struct resp_partial {
+	size_t pos;	/* multibulk: where the next bulk starts; 0: none */
+	size_t scan;	/* bytes from the current line's start without '\n' */
+	long long n;	/* arguments announced */
+	int i;		/* arguments complete */
+	struct {
+		size_t off, len;
+	} arg[RESP_MAX_ARGS];
+};
+
+#define RESP_PARTIAL_INIT { 0 }
+
+void resp_partial_reset(struct resp_partial *st);
+
+/*
+ * resp_parse_command() that resumes: after RESP_MORE, call it again
+ * with the same *st and the same request at buf[0] (the bytes already
+ * passed unchanged, more after them); it goes on from where it stopped
+ * instead of from the first byte. *st is reset after RESP_DONE and
+ * RESP_PROTOCOL. Before AUTH (lim->unauthenticated) a multibulk of more
+ * than 10 arguments or a bulk longer than 16 KiB is an error, with
+ * Redis's texts ("unauthenticated multibulk length", "unauthenticated
+ * bulk length"): the caller closes the connection.
+ */
+enum resp_status resp_parse_request(const char *buf, size_t len,
+				    const struct resp_limits *lim,
+				    struct resp_partial *st,
+				    struct resp_command *cmd, size_t *used,
+				    struct resp_error *err);
 
 /*
  * Drops input while *sync is not RESP_SYNCED; returns the number of

@@ -47,6 +47,8 @@
 struct server_stats {
 	uint64_t connected, connections, rejected, commands;
 	uint64_t protocol_errors, accounts, changes, overdrafts;
+	uint64_t output_limit_closed;
+	const char *journal_error; /* the first failed journal's why; NULL */
 };
 
 /* The server, as the commands see it; set up once, then read only. */
@@ -54,6 +56,9 @@ struct command_server {
 	const char *requirepass; /* NULL: no AUTH needed */
 	size_t max_bulk;	 /* --proto-max-bulk-len */
 	size_t query_buf_max;	 /* --client-query-buffer-limit */
+	/* --client-output-buffer-limit: replies a client has not read */
+	size_t out_hard, out_soft; /* bytes; 0: no limit */
+	uint64_t out_soft_ns;	   /* how long over out_soft closes */
 	unsigned maxclients;	 /* --maxclients */
 	unsigned workers;
 	int groups;

@@ -51,6 +51,7 @@ struct front_worker {
 	bool files;	    /* a fixed file table is registered */
 	/* Written by this worker only; INFO reads them anywhere. */
 	atomic_ullong commands, protocol_errors, connections;
+	atomic_ullong output_limit_closed; /* --client-output-buffer-limit */
 	atomic_ullong recv_enobufs, recv_rearms, recv_pauses;
 };
 
@@ -92,9 +93,11 @@ struct conn {
 	struct session session;
 	struct request_queue queue;
 	struct buf in;	  /* received, not yet parsed */
+	struct resp_partial partial; /* how much of in's first request */
 	struct buf out;	  /* replies, in order, waiting for the wire */
 	struct buf wire;  /* being sent */
 	size_t wire_sent;
+	uint64_t over_soft_since; /* replies over the soft limit since; 0 */
 };
 
 static void conn_pump(struct conn *c);
@@ -216,11 +219,44 @@ static void conn_protocol_error(struct conn *c, const struct resp_error *err)
 }
 
 /*
+ * Redis's guard against cross-protocol scripting: a web page can make a
+ * browser POST to 127.0.0.1:6379, and the body's lines would run as
+ * inline commands. "POST" and "Host:" are never commands: log, close.
+ */
+static bool conn_cross_protocol(struct conn *c, const struct resp_command *cmd)
+{
+	if (!resp_arg_is(&cmd->argv[0], "post") &&
+	    !resp_arg_is(&cmd->argv[0], "host:"))
+		return false;
+	count_one(&c->wc->protocol_errors);
+	warnf("possible security attack: client %llu sent a '%.*s' line, as "
+	      "a browser posting to this port would (cross-protocol "
+	      "scripting); connection closed, nothing it sent applied",
+	      (unsigned long long)c->session.id, (int)cmd->argv[0].len,
+	      cmd->argv[0].p);
+	conn_stop_reading(c);
+	return true;
+}
+
+/* The request at p[0, len): resumes where the last call stopped. */
+static enum resp_status conn_parse_one(struct conn *c, const char *p,
+				       size_t len, struct resp_command *cmd,
+				       size_t *used, struct resp_error *err)
+{
+	struct resp_limits lim = {
+		.max_bulk = c->wc->front->srv->max_bulk,
+		.unauthenticated = !c->session.authed,
+	};
+
+	return resp_parse_request(p, len, &lim, &c->partial, cmd, used, err);
+}
+
+/*
  * Parses and runs the requests in p[0, len), up to PENDING_MAX in
  * flight (*blocked then). Returns the bytes used: the rest is an
- * incomplete request, or waits for room. After a protocol error or
- * the query buffer limit, everything counts as used: the connection
- * reads no more.
+ * incomplete request (c->partial says how far it was checked), or waits
+ * for room. After a protocol error or the query buffer limit,
+ * everything counts as used: the connection reads no more.
  */
 static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
 			      bool *blocked)
@@ -237,8 +273,7 @@ static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
 			*blocked = true;
 			break;
 		}
-		s = resp_parse_command(p + pos, len - pos, srv->max_bulk, &cmd,
-				       &used, &err);
+		s = conn_parse_one(c, p + pos, len - pos, &cmd, &used, &err);
 		if (s == RESP_MORE) {
 			/* Redis closes such a client without a reply. */
 			if (len - pos >= srv->query_buf_max) {
@@ -256,7 +291,7 @@ static size_t conn_parse_from(struct conn *c, const char *p, size_t len,
 			break;
 		}
 		pos += used;
-		if (cmd.argc > 0)
+		if (cmd.argc > 0 && !conn_cross_protocol(c, &cmd))
 			conn_execute(c, &cmd);
 	}
 	return pos;
@@ -607,6 +642,56 @@ static bool conn_done(const struct conn *c)
  * is room, and free the connection once it is done. Never re-entered:
  * nothing it calls completes a request synchronously.
  */
+/* Replies held for a client that does not read them: cut it off. */
+static void conn_output_overflow(struct conn *c, size_t held, bool hard)
+{
+	const struct command_server *srv = c->wc->front->srv;
+
+	count_one(&c->wc->output_limit_closed);
+	warnf("closing client %llu: %zu bytes of replies it has not read "
+	      "reached the %s output limit (%zu%s; "
+	      "--client-output-buffer-limit)",
+	      (unsigned long long)c->session.id, held, hard ? "hard" : "soft",
+	      hard ? srv->out_hard : srv->out_soft,
+	      hard ? " bytes" : " bytes for longer than its time");
+	c->broken = true; /* its replies are dropped */
+	c->out.len = 0;
+	conn_stop_reading(c);
+	/* The send in flight may never end otherwise: the peer reads not. */
+	shutdown(c->fd, SHUT_RDWR);
+}
+
+/*
+ * Redis's client-output-buffer-limit: replies waiting for the wire over
+ * the hard limit close the client at once; over the soft limit, once
+ * they have stayed over it for its time (checked as replies are added).
+ */
+static void conn_check_output(struct conn *c)
+{
+	const struct command_server *srv = c->wc->front->srv;
+	size_t held = c->out.len;
+	uint64_t now;
+
+	if (c->wire.len > c->wire_sent) /* wire.len is 0 once sent */
+		held += c->wire.len - c->wire_sent;
+
+	if (c->broken)
+		return;
+	if (srv->out_hard && held > srv->out_hard) {
+		conn_output_overflow(c, held, true);
+		return;
+	}
+	if (!srv->out_soft || held <= srv->out_soft) {
+		c->over_soft_since = 0;
+		return;
+	}
+	now = now_ns();
+	if (!c->over_soft_since)
+		c->over_soft_since = now;
+	else if (now - c->over_soft_since >= srv->out_soft_ns)
+		conn_output_overflow(c, held, false);
+}
+
 static void conn_pump(struct conn *c)
 {
 	bool blocked;
@@ -616,6 +701,7 @@ static void conn_pump(struct conn *c)
 		requests_collect(&c->queue, &c->out, c->broken);
 	} while (blocked && requests_pending(&c->queue) < PENDING_MAX);
 	conn_send(c);
+	conn_check_output(c);
 	if (c->closing && !c->eof && !c->broken && !c->lingering &&
 	    !c->recv_armed && conn_answered(c))
 		conn_linger(c);
@@ -855,6 +941,8 @@ void front_get_stats(const struct front *f, struct front_stats *st)
 						     memory_order_relaxed);
 		st->protocol_errors += atomic_load_explicit(
 			&w->protocol_errors, memory_order_relaxed);
+		st->output_limit_closed += atomic_load_explicit(
+			&w->output_limit_closed, memory_order_relaxed);
 		st->recv_enobufs += atomic_load_explicit(
 			&w->recv_enobufs, memory_order_relaxed);
 		st->recv_rearms += atomic_load_explicit(

@@ -64,6 +64,7 @@ struct front;
 struct front_stats {
 	uint64_t connected, rejected; /* open now; over --maxclients */
 	uint64_t connections, commands, protocol_errors;
+	uint64_t output_limit_closed; /* --client-output-buffer-limit */
 	/*
 	 * --recv multishot: ends for want of a buffer; the kernel's other
 	 * ends; pauses for want of room (PENDING_MAX). Each is re-armed.

@@ -94,8 +94,10 @@ static void info_persistence(struct info_text *t,
 	add(t, "# Persistence\r\nloading:0\r\nrdb_changes_since_last_save:0\r\n"
 	    "rdb_bgsave_in_progress:0\r\nrdb_last_bgsave_status:ok\r\n"
 	    "aof_enabled:1\r\naof_rewrite_in_progress:0\r\n"
-	    "appendfsync:always\r\njournal_changes:%" PRIu64 "\r\n\r\n",
-	    st->changes);
+	    "appendfsync:always\r\naof_last_write_status:%s\r\n"
+	    "journal_error:%s\r\njournal_changes:%" PRIu64 "\r\n\r\n",
+	    st->journal_error ? "err" : "ok",
+	    st->journal_error ? st->journal_error : "", st->changes);
 }
 
 static void info_stats(struct info_text *t, const struct server_stats *st)
@@ -104,9 +106,10 @@ static void info_stats(struct info_text *t, const struct server_stats *st)
 	    "total_commands_processed:%" PRIu64 "\r\n"
 	    "rejected_connections:%" PRIu64 "\r\n"
 	    "protocol_errors:%" PRIu64 "\r\n"
+	    "client_output_buffer_limit_disconnections:%" PRIu64 "\r\n"
 	    "overdrafts_refused:%" PRIu64 "\r\n\r\n",
 	    st->connections, st->commands, st->rejected,
-	    st->protocol_errors, st->overdrafts);
+	    st->protocol_errors, st->output_limit_closed, st->overdrafts);
 }
 
 static void info_keyspace(struct info_text *t, const struct server_stats *st)
@@ -200,10 +203,11 @@ static bool config_matches(const struct resp_command *cmd, const char *name)
 
 void run_config(const struct command_ctx *x)
 {
-	char maxclients[24], bulk[24], qbuf[24];
+	char maxclients[24], bulk[24], qbuf[24], obuf[96];
 	const char *const params[][2] = {
 		{ "appendfsync", "always" },
 		{ "appendonly", "yes" },
+		{ "client-output-buffer-limit", obuf },
 		{ "client-query-buffer-limit", qbuf },
 		{ "databases", "1" },
 		{ "maxclients", maxclients },
@@ -225,6 +229,9 @@ void run_config(const struct command_ctx *x)
 	snprintf(maxclients, sizeof(maxclients), "%u", x->srv->maxclients);
 	snprintf(bulk, sizeof(bulk), "%zu", x->srv->max_bulk);
 	snprintf(qbuf, sizeof(qbuf), "%zu", x->srv->query_buf_max);
+	snprintf(obuf, sizeof(obuf), "normal %zu %zu %llu", x->srv->out_hard,
+		 x->srv->out_soft,
+		 (unsigned long long)(x->srv->out_soft_ns / 1000000000ull));
 	for (i = 0; i < n; i++)
 		matched += config_matches(x->cmd, params[i][0]);
 	reply_array(x->out->reply, matched * 2);

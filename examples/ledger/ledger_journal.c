@@ -325,15 +325,44 @@ static void finish_batch(struct journal *j, int status)
 		journal_schedule(j);
 }
 
+/*
+ * A batch failed. What of it reached the file (a short write before the
+ * error, a write whose fsync failed) must not outlive the error its
+ * clients are answered: replayed at restart, a retry without a request
+ * id would count twice. So the file is cut back to the end of the last
+ * durable batch, synchronously: this is the failure path, once.
+ */
+static void undo_batch(struct journal *j)
+{
+	size_t n;
+
+	if (!j->flushing || j->fd < 0)
+		return;
+	if (ftruncate(j->fd, (off_t)j->offset) == 0 && fdatasync(j->fd) == 0)
+		return;
+	n = strlen(j->why);
+	snprintf(j->why + n, sizeof(j->why) - n, "%sthe failed batch could "
+		 "not be cut off (%s): its records may replay at restart",
+		 n ? "; " : "", strerror(errno));
+}
+
 static void journal_fail(struct journal *j, int err)
 {
-	if (err == -ECANCELED) /* a forced stop: not the disk's doing */
+	if (err == -ECANCELED) { /* a forced stop: not the disk's doing */
 		fprintf(stderr, "ledger_server: journal: a forced stop "
 			"cancelled the write in flight; its events fail\n");
-	else
-		fprintf(stderr, "ledger_server: journal write failed: %s; "
-			"no more events are accepted\n", strerror(-err));
+		snprintf(j->why, sizeof(j->why), "a forced stop cancelled a "
+			 "write");
+	} else if (!j->why[0])
+		snprintf(j->why, sizeof(j->why), "%s: write failed: %s",
+			 j->path ? j->path : "journal", strerror(-err));
+	undo_batch(j);
+	if (err != -ECANCELED)
+		fprintf(stderr, "ledger_server: journal failed: %s; no more "
+			"events are accepted: restart the server once the "
+			"cause is fixed\n", j->why);
 	j->error = err;
+	atomic_store_explicit(&j->failed, true, memory_order_release);
 	finish_batch(j, err);
 }
 
@@ -427,12 +456,55 @@ static void keep_tail(struct journal *j)
 		j->zeroed = end; /* the batch extended the file */
 }
 
+/*
+ * Whether the file written is still the journal: not unlinked, not
+ * replaced, still writable. Else a negative errno, and j->why says why.
+ */
+static int check_file(struct journal *j)
+{
+	struct stat fd_st, path_st;
+
+	if (!j->path)
+		return 0;
+	if (stat(j->path, &path_st) < 0) {
+		int err = errno;
+
+		if (fstat(j->fd, &fd_st) == 0 && fd_st.st_nlink == 0)
+			snprintf(j->why, sizeof(j->why), "%s was unlinked "
+				 "(removed while open): what it holds would be "
+				 "lost", j->path);
+		else
+			snprintf(j->why, sizeof(j->why), "%s: %s (moved or "
+				 "removed while open)", j->path, strerror(err));
+		return -err;
+	}
+	if (path_st.st_dev != j->dev || path_st.st_ino != j->ino) {
+		snprintf(j->why, sizeof(j->why), "%s was replaced by another "
+			 "file while open: a restart would not replay what "
+			 "this one holds", j->path);
+		return -ESTALE;
+	}
+	if (access(j->path, W_OK) < 0) {
+		int err = errno;
+
+		snprintf(j->why, sizeof(j->why), "%s is no longer writable "
+			 "(%s): a restart could not open it", j->path,
+			 strerror(err));
+		return -err;
+	}
+	return 0;
+}
+
 static void journal_synced(int res, void *arg)
 {
 	struct journal *j = arg;
 
 	if (res < 0) {
 		/* After a failed fsync the page cache cannot be trusted. */
+		journal_fail(j, res);
+		return;
+	}
+	if ((res = check_file(j)) < 0) {
 		journal_fail(j, res);
 		return;
 	}
@@ -586,11 +658,15 @@ int journal_open(struct journal *j, const char *path, uint64_t end,
 	}
 	if (ret == 0 && fstat(j->fd, &st) < 0)
 		ret = -errno;
+	if (ret == 0 && !(j->path = strdup(path)))
+		ret = -ENOMEM;
 	if (ret < 0) {
 		journal_close(j);
 		return ret;
 	}
 	j->zeroed = (uint64_t)st.st_size;
+	j->dev = st.st_dev;
+	j->ino = st.st_ino;
 	return 0;
 }
 
@@ -608,6 +684,8 @@ void journal_close(struct journal *j)
 	free(j->batches[0].data);
 	free(j->batches[1].data);
 	j->batches[0].data = j->batches[1].data = NULL;
+	free(j->path);
+	j->path = NULL;
 }
 
 int journal_zeros_after(int fd, uint64_t from, uint64_t size)

@@ -36,9 +36,11 @@
 #ifndef LEDGER_JOURNAL_H
 #define LEDGER_JOURNAL_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <aggring.h>
 
@@ -119,9 +121,27 @@ struct journal {
 	unsigned worker; /* the worker that owns this journal */
 	uint64_t events, syncs, bytes, zero_fills;
 	const struct journal_trace *trace; /* testing; NULL: none */
+	char *path;	   /* as opened: checked after each batch */
+	dev_t dev;	   /* the file opened, which must still be there */
+	ino_t ino;
+	char why[256];	   /* with error: what failed, for the log and INFO */
+	atomic_bool failed; /* error is set and why written: any thread */
 };
 
 /*
+ * A batch whose write or sync fails fails whole, and the file is cut
+ * back (ftruncate, fdatasync) to the end of the last durable batch
+ * before its waiters are told, so that none of it replays; the error is
+ * sticky until a restart, and j->why says what failed.
+ *
+ * After each batch's write, before its waiters are told, the journal
+ * checks that its file is still the one at `path` and can be written:
+ * a file unlinked (link count 0, or no file at path), replaced (another
+ * inode at path) or made read-only would lose or refuse what is
+ * acknowledged. Then the batch fails, with the sticky error -ENOENT,
+ * -ESTALE or the error of access(2) (-EROFS, -EACCES), and j->why
+ * names the cause.
+ *
  * Opens (creating) the journal at `path` for `worker` of `sched`, to
  * write after its first `end` bytes: the whole records replay found;
  * whatever follows them must be zeros or cut off. With

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,26 +18,35 @@
 /* The transfers' records seen so far, matched once all are read. */
 struct transfer_log {
 	struct open_transfer *debits;
-	size_t ndebits;
+	size_t ndebits, debits_cap;
 	char (*ended)[REQID_MAX + 1]; /* credited or refunded: their ids */
-	size_t nended;
+	size_t nended, ended_cap;
 };
+
+/* Room for one more of n in *cap: doubling, so n records cost O(n). */
+static void *grow(void *p, size_t n, size_t *cap, size_t size)
+{
+	if (n < *cap)
+		return p;
+	*cap = *cap ? *cap * 2 : 64;
+	return xrealloc(p, *cap * size);
+}
 
 static void note_transfer(struct transfer_log *t, const struct record *rec)
 {
 	struct open_transfer *d;
 
 	if (rec->reply == 'd') {
-		t->debits = xrealloc(t->debits,
-				     (t->ndebits + 1) * sizeof(*t->debits));
+		t->debits = grow(t->debits, t->ndebits, &t->debits_cap,
+				 sizeof(*t->debits));
 		d = &t->debits[t->ndebits++];
 		snprintf(d->id, sizeof(d->id), "%s", rec->reqid);
 		snprintf(d->from, sizeof(d->from), "%s", rec->key);
 		snprintf(d->to, sizeof(d->to), "%s", rec->peer);
 		d->amount = -rec->delta;
 	} else if (rec->reply == 't' || rec->reply == 'r') {
-		t->ended = xrealloc(t->ended,
-				    (t->nended + 1) * sizeof(*t->ended));
+		t->ended = grow(t->ended, t->nended, &t->ended_cap,
+				sizeof(*t->ended));
 		snprintf(t->ended[t->nended++], sizeof(*t->ended), "%s",
 			 rec->reqid);
 	}
@@ -61,8 +71,27 @@ static void match_transfers(struct transfer_log *t, struct replay_result *r)
 		t->debits[r->nopen++] = t->debits[i];
 		r->in_flight += t->debits[i].amount;
 	}
-	r->open = t->debits;
+	/* Only the open ones live on: give back the room of the others. */
+	if (r->nopen) {
+		r->open = xrealloc(t->debits, r->nopen * sizeof(*t->debits));
+	} else {
+		free(t->debits);
+		r->open = NULL;
+	}
 	free(t->ended);
+}
+
+/*
+ * SIGTERM or SIGINT arrived (the server blocks them for sigwait): a
+ * long replay stops rather than making the stop wait for its end.
+ */
+static bool stop_pending(void)
+{
+	sigset_t set;
+
+	return sigpending(&set) == 0 &&
+	       (sigismember(&set, SIGTERM) == 1 ||
+		sigismember(&set, SIGINT) == 1);
 }
 
 /* Applies one journal; returns the length of its valid prefix. */
@@ -83,7 +112,10 @@ static uint64_t replay_file(struct accounts *accounts,
 			die("%s: the balance of %s overflows", name, rec.key);
 		note_transfer(t, &rec);
 		valid += (uint64_t)n;
-		r->events++;
+		if (++r->events % 65536 == 0 && stop_pending()) {
+			r->interrupted = true;
+			break;
+		}
 	}
 	free(line);
 	if (ferror(f))
@@ -149,6 +181,10 @@ static void replay_journal(struct accounts *accounts, bool repair,
 		die("%s: %s", path, strerror(errno));
 	valid = replay_file(accounts, r, f, path, t);
 	r->journals++;
+	if (r->interrupted) { /* the rest was not read: cut nothing */
+		fclose(f);
+		return;
+	}
 	if ((uint64_t)st.st_size > valid)
 		replay_tail(r, repair, f, path, valid, (uint64_t)st.st_size);
 	keep_end(r, idx, valid);
@@ -176,7 +212,7 @@ void replay_journals(const char *dir, struct accounts *accounts,
 	*r = (struct replay_result){ 0 };
 	if (!d)
 		die("%s: %s", dir, strerror(errno));
-	while ((e = readdir(d)) != NULL) {
+	while (!r->interrupted && (e = readdir(d)) != NULL) {
 		char path[PATH_MAX];
 		unsigned idx;
 

@@ -34,12 +34,16 @@ struct replay_result {
 	struct open_transfer *open; /* [nopen], to free() */
 	unsigned nopen;
 	long long in_flight; /* the sum of their amounts */
+	bool interrupted; /* SIGTERM or SIGINT pending: stopped, repaired
+			   * nothing; the rest of the result is partial */
 };
 
 /*
  * Replays the journals in `dir` into `accounts`; with `repair`, cuts
  * off torn tails (a server), else only reports them (--verify).
- * Failures end the program.
+ * Failures end the program. A pending SIGTERM or SIGINT (checked every
+ * 65,536 records) stops it with r->interrupted, the journals untouched.
+ * Only the open transfers are kept, in an array of their size.
  */
 void replay_journals(const char *dir, struct accounts *accounts,
 		     bool repair, struct replay_result *r);

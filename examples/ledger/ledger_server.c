@@ -59,8 +59,13 @@
  * "-NOAUTH Authentication required."), --maxclients (10000), bulk
  * strings up to --proto-max-bulk-len (8 MiB; Redis's 512 MiB is far
  * more than a ledger needs), a request up to
- * --client-query-buffer-limit (16 MiB) while it is incomplete. A
- * protocol error is answered once, then the connection closes.
+ * --client-query-buffer-limit (16 MiB) while it is incomplete, replies
+ * a client leaves unread up to --client-output-buffer-limit 'HARD SOFT
+ * SECONDS' (8 MiB at once, or 4 MiB for 10 s; 0 for none). A
+ * protocol error is answered once, then the connection closes. Before
+ * AUTH, Redis's caps: 10 arguments, bulks of 16 KiB. A "POST" or
+ * "Host:" line (cross-protocol scripting from a browser) is logged and
+ * the connection closed, as redis-server does.
  *
  * --recv: how connections receive. multishot, the default: one
  * multishot recv per connection into a provided buffer ring of its
@@ -176,6 +181,7 @@ struct config {
 	struct front_options front; /* --recv, --recv-buffers */
 	const char *requirepass; /* NULL: none */
 	long long maxclients, max_bulk, query_buf_max;
+	long long out_hard, out_soft, out_soft_secs; /* output limit */
 	enum crash_point crash_after; /* tests: die there (SIGKILL) */
 };
 
@@ -202,6 +208,7 @@ static void server_stats(void *arg, struct server_stats *st)
 {
 	struct server *srv = arg;
 	struct front_stats fs;
+	unsigned i;
 
 	front_get_stats(srv->front, &fs);
 	*st = (struct server_stats){
@@ -210,10 +217,17 @@ static void server_stats(void *arg, struct server_stats *st)
 		.rejected = fs.rejected,
 		.commands = fs.commands,
 		.protocol_errors = fs.protocol_errors,
+		.output_limit_closed = fs.output_limit_closed,
 		.accounts = bank_accounts(srv->bank),
 		.changes = bank_changes(srv->bank),
 		.overdrafts = bank_overdrafts(srv->bank),
 	};
+	for (i = 0; i < srv->nworkers && !st->journal_error; i++) {
+		const struct journal *j = bank_journal(srv->bank, i);
+
+		if (atomic_load_explicit(&j->failed, memory_order_acquire))
+			st->journal_error = j->why;
+	}
 }
 
 static void init_commands(struct server *srv)
@@ -224,6 +238,9 @@ static void init_commands(struct server *srv)
 		.requirepass = c->requirepass,
 		.max_bulk = (size_t)c->max_bulk,
 		.query_buf_max = (size_t)c->query_buf_max,
+		.out_hard = (size_t)c->out_hard,
+		.out_soft = (size_t)c->out_soft,
+		.out_soft_ns = (uint64_t)c->out_soft_secs * 1000000000ull,
 		.maxclients = (unsigned)c->maxclients,
 		.start_ns = now_ns(),
 		.stats = server_stats,
@@ -319,6 +336,13 @@ static void replay_into_groups(struct server *srv)
 	struct accounts *accounts = accounts_new(srv->ngroups);
 
 	replay_journals(srv->cfg.dir, accounts, true, &srv->replayed);
+	if (srv->replayed.interrupted) {
+		printf("ledger_server: stopped during replay by a signal, after "
+		       "%" PRIu64 " events; the journals are untouched\n",
+		       srv->replayed.events);
+		fflush(stdout);
+		_exit(0); /* the idle workers go with the process */
+	}
 	srv->bank = bank_new(srv->disp, accounts);
 }
 
@@ -399,6 +423,7 @@ static void block_signals(void)
 	sigset_t set;
 
 	signal(SIGPIPE, SIG_IGN);
+	signal(SIGXFSZ, SIG_IGN); /* a file size limit: EFBIG, not death */
 	sigemptyset(&set);
 	sigaddset(&set, SIGINT);
 	sigaddset(&set, SIGTERM);
@@ -568,6 +593,8 @@ static const char usage_text[] =
 	"                     [--requirepass PASSWORD] [--maxclients N]\n"
 	"                     [--proto-max-bulk-len BYTES] "
 	"[--client-query-buffer-limit BYTES]\n"
+	"                     [--client-output-buffer-limit "
+	"'HARD SOFT SECONDS']\n"
 	"                     [--recv multishot|single] [--recv-buffers N]\n"
 	"                     [--crash-after debit|credit|refusal]\n"
 	"  defaults: --port 6380 --dir ledger-data --workers <CPUs / 2> "
@@ -577,8 +604,25 @@ static const char usage_text[] =
 	"            --journal-sync dsync, --worker-cpus auto, no password,\n"
 	"            --maxclients 10000, --proto-max-bulk-len 8388608,\n"
 	"            --client-query-buffer-limit 16777216,\n"
+	"            --client-output-buffer-limit '8388608 4194304 10',\n"
 	"            --recv multishot --recv-buffers 256\n"
-	"       ledger_server --verify [--dir DIR] [--dump FILE]\n";
+	"       ledger_server --verify [--dir DIR] [--dump FILE]\n"
+	"  fixed: before AUTH at most 10 arguments and bulks of 16 KiB; a "
+	"\"POST\" or\n"
+	"         \"Host:\" line closes the connection (cross-protocol "
+	"scripting)\n";
+
+/* --client-output-buffer-limit "HARD SOFT SECONDS", as Redis's normal. */
+static void parse_output_limit(const char *s, struct config *c)
+{
+	char hard[24], soft[24], secs[24], extra;
+
+	if (sscanf(s, "%23s %23s %23s %c", hard, soft, secs, &extra) != 3)
+		opts_bad();
+	c->out_hard = opts_number(hard, 0, 1L << 40);
+	c->out_soft = opts_number(soft, 0, 1L << 40);
+	c->out_soft_secs = opts_number(secs, 0, 86400);
+}
 
 /* The index of s in names[n], or opts_bad(). */
 static int choice(const char *s, const char *const *names, int n)
@@ -634,6 +678,7 @@ static void parse_option(int ch, struct config *c)
 	case 'M': c->maxclients = opts_number(optarg, 1, 1000000); break;
 	case 'B': c->max_bulk = opts_number(optarg, 1, 1L << 30); break;
 	case 'Q': c->query_buf_max = opts_number(optarg, 1024, 1L << 31); break;
+	case 'O': parse_output_limit(optarg, c); break;
 	case 'r':
 		c->front.recv = choice(optarg, recv, 2) ? FRONT_RECV_SINGLE :
 							  FRONT_RECV_MULTISHOT;
@@ -669,6 +714,7 @@ static void parse_options(int argc, char **argv, struct config *c)
 		{ "maxclients", required_argument, NULL, 'M' },
 		{ "proto-max-bulk-len", required_argument, NULL, 'B' },
 		{ "client-query-buffer-limit", required_argument, NULL, 'Q' },
+		{ "client-output-buffer-limit", required_argument, NULL, 'O' },
 		{ "recv", required_argument, NULL, 'r' },
 		{ "recv-buffers", required_argument, NULL, 'b' },
 		{ "help", no_argument, NULL, 'h' },
@@ -687,10 +733,12 @@ static void parse_options(int argc, char **argv, struct config *c)
 			      .metrics_port = -1, .worker_cpus = "auto",
 			      .maxclients = 10000, .max_bulk = 8 << 20,
 			      .query_buf_max = 16 << 20,
+			      .out_hard = 8 << 20, .out_soft = 4 << 20,
+			      .out_soft_secs = 10,
 			      .front = { .recv = FRONT_RECV_MULTISHOT,
 					 .recv_buffers = 256 } };
 	while ((ch = getopt_long(argc, argv,
-				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:X:r:b:h",
+				 "p:d:w:g:t:m:W:vD:j:J:C:a:M:B:Q:O:X:r:b:h",
 				 opts, NULL)) != -1)
 		parse_option(ch, c);
 	if (optind != argc)

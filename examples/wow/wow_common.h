@@ -21,6 +21,12 @@
 #define WOW_DEPOSITED "Deposited"
 #define WOW_DEPOSIT_TYPE "bank.account.Deposit"
 #define WOW_DEPOSITED_TYPE "bank.account.Deposited"
+/*
+ * wow_project's group: its own, never the JVM projection's
+ * "<context>.ProjectionDispatcher", which would split the entries
+ * between the two.
+ */
+#define WOW_PROJECT_GROUP WOW_CONTEXT ".wow_project"
 
 struct wow_redis_opts {
 	const char *host;

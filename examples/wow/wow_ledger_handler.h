@@ -1,24 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wow_ledger_handler.h - the bank.Account command handler: Deposit,
- * applied through Wow's event store and published on :event.
+ * wow_ledger_handler.h - the bank.Account aggregate: Deposit ->
+ * Deposited {amount, balance}; state {"balance": B}. Wow's command
+ * processor (aggring/wow_processor.h) runs it.
  */
 #ifndef EXAMPLES_WOW_LEDGER_HANDLER_H
 #define EXAMPLES_WOW_LEDGER_HANDLER_H
 
-#include <stdatomic.h>
-#include <stdint.h>
+#include <aggring/wow_processor.h>
 
-#include "wow_common.h"
-
-struct wow_ledger {
-	struct wow_workers *workers;
-	const char *event_topic;
-	uint64_t retry_for_ms; /* transient failures are retried this long */
-	_Atomic uint64_t applied, duplicates, conflicts, retries, failed;
-};
-
-/* An agr_handler_fn for "Deposit"; arg is the struct wow_ledger. */
-int wow_ledger_deposit(agr_exchange *ex, void *arg);
+/* agr_wow_command_fn: a Deposit of a positive amount. */
+int wow_account_on_command(const agr_wow_aggregate_state *st,
+			   const agr_wow_command *cmd, agr_wow_outcome *out,
+			   void *arg);
+/* agr_wow_sourcing_fn: the balance after a stored stream. */
+int wow_account_on_sourcing(const agr_wow_aggregate_state *st,
+			    const agr_wow_event_stream *s,
+			    agr_wow_outcome *out, void *arg);
 
 #endif

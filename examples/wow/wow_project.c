@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wow_project - a projection of bank.Account's domain events: consumes
- * bank.Account:event in its own group (bank.ProjectionDispatcher), and
+ * bank.Account:event in its own group (bank.wow_project: not the JVM
+ * projection's bank.ProjectionDispatcher, whose entries it would split), and
  * keeps each account's balance and version, written to the Redis hash
  * "wow_project:{bank.Account}:balances" as "<version> <balance>".
  *
@@ -142,7 +143,7 @@ int main(int argc, char **argv)
 	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
 	agr_dispatcher_options d = { 0 };
 	agr_wow_bus_options bo = AGR_WOW_BUS_OPTIONS_INIT;
-	const char *group = WOW_CONTEXT ".ProjectionDispatcher";
+	const char *group = WOW_PROJECT_GROUP;
 	const char *consumer = NULL;
 	unsigned min_idle = 0, interval = 0;
 	int workers = 1, opt, ret;

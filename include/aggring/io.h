@@ -189,11 +189,29 @@ AGR_API int agr_io_accept(agr_worker *w, int fd, struct sockaddr *addr,
 			  void *arg);
 /*
  * Multishot accept (Linux 5.19): cb runs once per accepted socket while
- * the operation stays armed; it ends with a last call whose res is an
- * error (-ECANCELED after agr_io_cancel(), for instance).
+ * the operation stays armed. Like every multishot operation it ends on
+ * the first CQE without IORING_CQE_F_MORE, whatever its res: an error
+ * (-ECANCELED after agr_io_cancel(), for instance) or a new socket,
+ * when the kernel could not post the next completion (the completion
+ * queue was full) and ended the operation. agr_io_cb does not see the
+ * flags, so this form cannot tell that last success from the others:
+ * use agr_io_accept_multishot_cqe(), or pass a cqe_cb through
+ * agr_io_next(), and arm again when a success comes without
+ * IORING_CQE_F_MORE.
  */
 AGR_API int agr_io_accept_multishot(agr_worker *w, int fd, int flags,
 				    agr_io_cb cb, void *arg);
+/*
+ * agr_io_accept_multishot() whose cb sees the CQE's flags: res a new
+ * socket with IORING_CQE_F_MORE while the operation stays armed; the
+ * last call is the one without IORING_CQE_F_MORE, res a socket (the
+ * kernel ended it, the completion queue being full: take the socket
+ * and arm again) or an error (-ECANCELED after a cancel or a stop,
+ * -EINVAL before Linux 5.19, -EMFILE and friends). Its errors are
+ * those of every call, and -EINVAL for a NULL cb or AGR_IO_FIXED_BUF.
+ */
+AGR_API int agr_io_accept_multishot_cqe(agr_worker *w, int fd, int flags,
+					agr_io_cqe_cb cb, void *arg);
 AGR_API int agr_io_connect(agr_worker *w, int fd,
 			   const struct sockaddr *addr, socklen_t addrlen,
 			   agr_io_cb cb, void *arg);
@@ -213,9 +231,11 @@ AGR_API int agr_io_send(agr_worker *w, int fd, const void *buf, size_t len,
  * ring `br` (aggring/buf_ring.h) of this worker: cb runs once per
  * receive, res the byte count and the buffer's id in flags (see
  * agr_buf_ring_bid()), with IORING_CQE_F_MORE while it stays armed.
- * It ends with a CQE without IORING_CQE_F_MORE: res 0 (the peer closed),
- * -ENOBUFS (the ring ran out of buffers: recycle, then arm again),
- * -ECANCELED (agr_io_cancel_op(), a stop), or another error.
+ * It ends with the first CQE without IORING_CQE_F_MORE, whatever its
+ * res: 0 (the peer closed), -ENOBUFS (the ring ran out of buffers:
+ * recycle, then arm again), -ECANCELED (agr_io_cancel_op(), a stop),
+ * another error, or a byte count (the kernel ended it, the completion
+ * queue being full, say: take the data and arm again).
  */
 AGR_API int agr_io_recv_multishot(agr_worker *w, int fd,
 				  struct agr_buf_ring *br, int flags,

@@ -119,7 +119,13 @@ typedef struct agr_wow_bus_options {
 	const char *group;	   /* Wow's receiverGroup; not NULL */
 	const char *consumer;	   /* NULL: a fresh unique name */
 	unsigned block_ms;	   /* XREADGROUP BLOCK; 0: 2000 */
-	unsigned count;		   /* XREADGROUP COUNT; 0: none (Wow) */
+	/*
+	 * XREADGROUP COUNT at most; 0: no cap of its own. Every read asks
+	 * for at most what max_in_flight leaves room for, shared by the
+	 * topics: unlike Wow, which reads without COUNT and so takes a
+	 * whole backlog into memory in one reply.
+	 */
+	unsigned count;
 	/*
 	 * Entries admitted and not yet acked, over all topics, beyond
 	 * which reading pauses until acks free room; 0: 4096.
@@ -172,6 +178,25 @@ AGR_API int agr_wow_bus_wait_ready(agr_wow_bus *b, uint64_t timeout_ns);
  * from the consumer's worker.
  */
 AGR_API int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns);
+
+/*
+ * A stop that ends within about 3 x timeout_ns whatever the handlers
+ * do: agr_wow_bus_stop(); if messages are still in flight at its
+ * deadline (a handler that never finishes, or retries without end),
+ * force-stops the dispatcher (agr_dispatcher_force_stop(): their ring
+ * operations are cancelled and they complete with AGR_DISCARDED, so
+ * their entries stay pending, not acked, for a later claim), waits up
+ * to timeout_ns for it (agr_dispatcher_stop_gracefully()) and then for
+ * the consumer's own stop. Returns 0 (stopped gracefully), -ECANCELED
+ * (stopped after a force), -ETIMEDOUT (a handler blocked inside a
+ * call holds a worker: nothing can end it) or -EINVAL. The dispatcher
+ * is stopped after a force. Run the consumer on workers that outlive
+ * that (a dispatcher that does not own its supplier): with
+ * owns_supplier they are torn down by the force before the consumer
+ * closes its clients, whose memory then goes only with the process.
+ * Not from a worker.
+ */
+AGR_API int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns);
 
 /*
  * Stops if needed (waiting without a limit for the messages in flight)

@@ -23,7 +23,9 @@
  * Errors common to the functions here: -EINVAL (a NULL or empty
  * required argument), -ENOMEM, -EILSEQ (a string that is not UTF-8, or
  * encodes a surrogate: Java's "unpaired surrogate"), -EBADMSG (a JSON
- * document that is not Wow's; a log line names what was wrong). All
+ * document that is not Wow's; a log line names what was wrong; also a
+ * string field holding U+0000, which Wow reads but a C string cannot
+ * carry: such a bus entry stays pending, logged and counted). All
  * are thread-safe and take no lock.
  */
 #ifndef AGGRING_WOW_CODEC_H

@@ -109,7 +109,11 @@ AGR_API int agr_wow_event_store_append(agr_wow_event_store *es,
 /*
  * The same with the stream already encoded: `json` (`len` bytes) is
  * stored as given, and must be a stream of aggregate_id, tenant_id
- * (NULL: "(0)"), request_id and version.
+ * (NULL: "(0)"), request_id and version. It is not checked: a document
+ * that is not a Wow stream (agr_wow_event_stream_encode() writes one)
+ * is stored all the same, and a JVM reading the aggregate then fails
+ * its load (Jackson) for good; this store's own loads fail with
+ * -EBADMSG.
  */
 AGR_API int agr_wow_event_store_append_json(agr_wow_event_store *es,
 					    const char *aggregate_id,
@@ -198,7 +202,10 @@ AGR_API int agr_wow_event_store_scan_ids(agr_wow_event_store *es,
  * higher (a tie overwrites). The version is read from `json`'s integer
  * "version" (-EBADMSG if there is none). cb gets 0 (saved),
  * AGR_WOW_SNAPSHOT_IGNORED, or an error (-EPROTO: the stored snapshot
- * has no numeric version, the script's error).
+ * has no numeric version, the script's error). Only `version` is read:
+ * the rest is stored as given, so a document that is not Wow's snapshot
+ * (agr_wow_snapshot_encode() writes one) is unreadable for a JVM, whose
+ * snapshot repository then fails that aggregate's loads.
  */
 AGR_API int agr_wow_snapshot_save(agr_wow_event_store *es,
 				  const char *aggregate_id,

@@ -58,7 +58,7 @@ trap 'exit 1' INT TERM HUP
 # The groups' state, so that a drain failure can be diagnosed.
 groups_summary() {
 	for tg in "bank.Account:command bank.CommandDispatcher" \
-		"bank.Account:event bank.ProjectionDispatcher"; do
+		"bank.Account:event bank.wow_project"; do
 		set -- $tg
 		echo "--- $1: last id $(last_id "$1")"
 		echo "XINFO GROUPS:" $(rc XINFO GROUPS "$1")
@@ -140,7 +140,7 @@ last_id() {
 # none pending, in both groups.
 drained() {
 	for tg in "bank.Account:command bank.CommandDispatcher" \
-		"bank.Account:event bank.ProjectionDispatcher"; do
+		"bank.Account:event bank.wow_project"; do
 		set -- $tg
 		[ "$(group_field "$1" "$2" pending)" = 0 ] || return 1
 		[ "$(group_field "$1" "$2" last-delivered-id)" = \

@@ -355,7 +355,7 @@ static void start(void *arg)
 		v->outstanding--;
 	if (agr_redis_command(v->r, v->event_topic, on_pending, v,
 			      "XPENDING %s %s", v->event_topic,
-			      WOW_CONTEXT ".ProjectionDispatcher") < 0)
+			      WOW_PROJECT_GROUP) < 0)
 		v->outstanding--;
 	free(cmd_topic);
 	step_done(v);

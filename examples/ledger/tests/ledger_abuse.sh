@@ -1,0 +1,59 @@
+#!/bin/sh
+# ledger_server against what an exposed server meets
+# (ledger_abuse.py beside it): a browser's cross-protocol POST, unauthenticated
+# bulk and multibulk lengths, a client that never reads its replies. Exit 0 pass, 1 fail, 77 skip (no python3
+# or no io_uring).
+set -u
+
+if ! command -v python3 >/dev/null 2>&1; then
+	echo "SKIP: python3 is not installed"
+	exit 77
+fi
+
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
+. "$top_srcdir/tests/lib.sh"
+server=$top_builddir/examples/ledger/ledger_server
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-abuse.XXXXXX") || exit 1
+pass=sekret
+
+cleanup() {
+	kill_servers
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM HUP
+
+echo "== no password"
+start_server "$tmp/open.log" "$server" --port 0 --dir "$tmp/open" \
+	--workers 2
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" open "$port" ||
+	fail "ledger_abuse.py open"
+stop_server "$tmp/open.log"
+grep -q "possible security attack: client [0-9]* sent a 'POST' line" \
+	"$tmp/open.log" || fail "the POST was not logged"
+grep -q "sent a 'Host:' line" "$tmp/open.log" ||
+	fail "the Host: line was not logged"
+
+echo "== --requirepass"
+start_server "$tmp/auth.log" "$server" --port 0 --dir "$tmp/auth" \
+	--workers 2 --requirepass "$pass"
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" auth "$port" "$pass" ||
+	fail "ledger_abuse.py auth"
+stop_server "$tmp/auth.log"
+echo "== --client-output-buffer-limit: hard, then soft"
+start_server "$tmp/out.log" "$server" --port 0 --dir "$tmp/out" \
+	--workers 2 --client-output-buffer-limit '1048576 0 0'
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" output "$port" ||
+	fail "ledger_abuse.py output"
+stop_server "$tmp/out.log"
+grep -q 'reached the hard output limit' "$tmp/out.log" ||
+	fail "the hard limit's close was not logged"
+start_server "$tmp/soft.log" "$server" --port 0 --dir "$tmp/soft" \
+	--workers 2 --client-output-buffer-limit '0 262144 1'
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" output-soft "$port" ||
+	fail "ledger_abuse.py output-soft"
+stop_server "$tmp/soft.log"
+grep -q 'reached the soft output limit' "$tmp/soft.log" ||
+	fail "the soft limit's close was not logged"
+echo "PASS"
