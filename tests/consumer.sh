@@ -6,7 +6,10 @@
 # and liburing on the ring) compiled and linked with
 # `pkg-config --cflags --libs aggring`, and again fully static with
 # `pkg-config --static`, and both run. A missing liburing in aggring.pc
-# fails the first link ("DSO missing from command line").
+# fails the first link ("DSO missing from command line"). Before that,
+# `make install prefix=BUILDDIR/consumer/prefix` into a prefix the tree
+# was not configured for, and the examples' sources installed under it
+# (share/doc/aggring/examples) built with their Makefile.
 #
 # Usage: consumer.sh BUILDDIR SRCDIR LIBDIR (`make check-consumer`).
 # CC may name the compiler (default cc). Exit 0 pass, 1 fail.
@@ -28,6 +31,47 @@ rm -rf "$dir"
 mkdir -p "$dir"
 make -C "$build" install DESTDIR="$root" >"$dir/install.log" 2>&1 ||
 	fail "make install DESTDIR=$root (see $dir/install.log)"
+
+# The tree was built for one prefix; installing it under another
+# relinks the libraries (libdir.stamp) instead of failing in libtool
+# ("cannot install 'libaggring-redis.la' to a directory not ending in
+# ...") half-way. `make install prefix=...` moves libdir as a
+# reconfigure does; the next `make` relinks them back.
+moved=$dir/prefix
+make -C "$build" install prefix="$moved" >"$dir/install-moved.log" 2>&1 ||
+	fail "make install under a changed prefix (see $dir/install-moved.log)"
+for la in "$moved"/lib/*.la; do
+	grep -q "^libdir='$moved/lib'" "$la" ||
+		fail "$la does not record libdir $moved/lib"
+done
+make -C "$build" >"$dir/relink.log" 2>&1 ||
+	fail "make after the install under a changed prefix (see $dir/relink.log)"
+
+# The examples' sources are installed with a Makefile that builds them
+# against the installed library through pkg-config alone; a copy of
+# them builds, and the programs start.
+docex=$moved/share/doc/aggring/examples
+[ -f "$docex/Makefile" ] || fail "no $docex/Makefile"
+cp -R "$docex" "$dir/examples"
+# The .pc files keep the configured prefix (configure wrote them), so
+# pkg-config is told the one they were installed under.
+PKG_CONFIG_PATH=$moved/lib/pkgconfig make -C "$dir/examples" CC="$cc" \
+	PKG_CONFIG="pkg-config --define-variable=prefix=$moved" \
+	>"$dir/examples.log" 2>&1 ||
+	fail "the installed examples do not build (see $dir/examples.log)"
+for prog in basic/journal basic/echo_server basic/append_store \
+	ledger/ledger_server; do
+	LD_LIBRARY_PATH=$moved/lib "$dir/examples/$prog" --help >/dev/null ||
+		fail "installed example $prog --help failed"
+done
+if [ -e "$moved/lib/libaggring-redis.so" ]; then
+	for prog in ledger/ledger_load wow/wow_ledger wow/wow_produce \
+		wow/wow_project; do
+		[ -x "$dir/examples/$prog" ] ||
+			fail "installed example $prog not built with aggring-redis installed"
+	done
+fi
+echo "PASS: installed under a changed prefix; the installed examples build"
 
 # The installed .pc as found at $libdir/pkgconfig, its paths moved under
 # the DESTDIR by the sysroot.
