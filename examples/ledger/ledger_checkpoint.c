@@ -462,7 +462,7 @@ static int write_tmp(const struct cycle *c, const char *tmp,
 {
 	int fd, ret = 0;
 	size_t done = 0;
-	ssize_t n;
+	ssize_t n = 0;
 
 	trace(c, CHECKPOINT_OP_WRITE, tmp, NULL, b->out, b->len);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
