@@ -168,7 +168,8 @@ static void on_stream_published(int err, const char *entry_id, void *arg)
 
 static void on_state_published(int err, const char *entry_id, void *arg)
 {
-	struct op *op = (struct op *)((char *)arg - offsetof(struct op, state_arg));
+	struct op *op = (struct op *)(void *)((char *)arg -
+					       offsetof(struct op, state_arg));
 
 	(void)entry_id;
 	on_published(op, 1, err);

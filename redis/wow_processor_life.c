@@ -270,19 +270,17 @@ int agr_wow_processor_close(agr_wow_processor *p, agr_scheduler *sched,
 int agr_wow_processor_stats_get(const agr_wow_processor *p,
 				agr_wow_processor_stats *out)
 {
-	agr_wow_processor *q = (agr_wow_processor *)p;
-
 	if (!p || !out)
 		return -EINVAL;
 	memset(out, 0, sizeof(*out));
-	out->processed = atomic_load(&q->stats.processed);
-	out->failed = atomic_load(&q->stats.failed);
-	out->local_first = atomic_load(&q->stats.local_first);
-	out->void_dropped = atomic_load(&q->stats.void_dropped);
-	out->conflicts = atomic_load(&q->stats.conflicts);
-	out->notified = atomic_load(&q->stats.notified);
-	out->notify_failed = atomic_load(&q->stats.notify_failed);
-	out->republished = atomic_load(&q->stats.republished);
+	out->processed = atomic_load(&p->stats.processed);
+	out->failed = atomic_load(&p->stats.failed);
+	out->local_first = atomic_load(&p->stats.local_first);
+	out->void_dropped = atomic_load(&p->stats.void_dropped);
+	out->conflicts = atomic_load(&p->stats.conflicts);
+	out->notified = atomic_load(&p->stats.notified);
+	out->notify_failed = atomic_load(&p->stats.notify_failed);
+	out->republished = atomic_load(&p->stats.republished);
 	return 0;
 }
 

@@ -8,11 +8,18 @@
 #include "wow_processor_internal.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "wow_internal.h"
+
+/* Frees what this file allocated and keeps behind a const pointer. */
+static void free_const(const void *p)
+{
+	free((void *)(uintptr_t)p);
+}
 
 static const char *header_get(const agr_wow_command *c, const char *key)
 {
@@ -102,8 +109,8 @@ static int header_add(struct agr__wow_headers *h, const char *key,
 void agr__wow_headers_free(struct agr__wow_headers *h)
 {
 	for (size_t i = 0; i < h->count; i++) {
-		free((char *)h->owned[i].key);
-		free((char *)h->owned[i].value);
+		free_const(h->owned[i].key);
+		free_const(h->owned[i].value);
 	}
 	h->count = 0;
 }
@@ -255,10 +262,10 @@ int agr_wow_wait_signal_encode(const agr_wow_command *c,
 void agr__wow_outcome_reset(agr_wow_outcome *o)
 {
 	for (size_t i = 0; i < o->event_count; i++) {
-		free((char *)o->events[i].name);
-		free((char *)o->events[i].body_type);
-		free((char *)o->events[i].body);
-		free((char *)o->events[i].revision);
+		free_const(o->events[i].name);
+		free_const(o->events[i].body_type);
+		free_const(o->events[i].body);
+		free_const(o->events[i].revision);
 	}
 	free(o->state);
 	free(o->error_code);

@@ -251,11 +251,10 @@ struct http_metrics *http_metrics_start_extra(agr_dispatcher *disp, int port,
 					      void *extra_arg)
 {
 	struct http_metrics *m = xcalloc(1, sizeof(*m));
+	int fd, ret;
 
 	m->extra = extra;
 	m->extra_arg = extra_arg;
-	int fd, ret;
-
 	m->disp = disp;
 	m->sched = agr_dispatcher_scheduler(disp);
 	m->drain = drain;

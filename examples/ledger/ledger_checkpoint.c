@@ -626,7 +626,7 @@ int checkpoint_take(const char *dir, const uint64_t *ends, unsigned nends,
 	struct building b = { .accounts = accounts_new(1) };
 	struct cycle c = { .dir = dir, .o = o };
 	struct checkpoint base;
-	uint64_t t0 = now_ns(), *pos = NULL, seq;
+	uint64_t t0 = now_ns(), *pos = NULL, seq = 0;
 	unsigned npos = 0, i;
 	int ret = checkpoint_load(dir, b.accounts, keep_xfer, &b, &base);
 
