@@ -313,9 +313,10 @@ static void service_start(struct service *sv, const char *aggregate)
 				     .parallelism = 8,
 				     .on_complete = agr_wow_bus_complete };
 	agr_wow_bus_options bo = AGR_WOW_BUS_OPTIONS_INIT;
-	const char *topics[1] = { sv->topic };
+	const char *topics[1];
 
 	snprintf(sv->topic, sizeof(sv->topic), "bank.%s:command", aggregate);
+	topics[0] = sv->topic;
 	snprintf(sv->event_topic, sizeof(sv->topic), "bank.%s:event", aggregate);
 	snprintf(sv->state_topic, sizeof(sv->topic), "bank.%s:state", aggregate);
 	po.named.context_name = "bank";
@@ -448,7 +449,7 @@ static const char *hdr(const agr_wow_event_stream *s, const char *key)
 /* LocalFirstMessageBus.kt: a "true" copy is acked and dropped. */
 START_TEST(test_local_first_copy_and_void_dropped)
 {
-	struct service sv;
+	struct service sv = { .proc = NULL };
 
 	service_start(&sv, "Lf");
 	send_command(&sv, "c-lf", "{\"local_first\":\"true\"}", "(0)", "a-1",
@@ -473,7 +474,7 @@ END_TEST
 /* SimpleCommandAggregate.kt's checks, each acked as a failure. */
 START_TEST(test_preconditions)
 {
-	struct service sv;
+	struct service sv = { .proc = NULL };
 
 	service_start(&sv, "Pre");
 	/* not initialised, neither isCreate nor allowCreate: NotFound */
@@ -521,7 +522,7 @@ END_TEST
  */
 START_TEST(test_one_id_two_tenants)
 {
-	struct service sv;
+	struct service sv = { .proc = NULL };
 	uint64_t t0;
 
 	service_start(&sv, "Ten");
@@ -555,7 +556,7 @@ END_TEST
  */
 START_TEST(test_headers_state_event_and_wait_signal)
 {
-	struct service sv;
+	struct service sv = { .proc = NULL };
 	struct endpoint ep;
 	char header[512];
 	agr_wow_event_stream *s;
@@ -627,7 +628,7 @@ END_TEST
  */
 START_TEST(test_duplicate_request)
 {
-	struct service sv;
+	struct service sv = { .proc = NULL };
 
 	service_start(&sv, "Dup");
 	send_command(&sv, "d-1", "{}", "(0)", "d-1", "", true, false, false,
@@ -667,7 +668,7 @@ END_TEST
  */
 START_TEST(test_two_instances_one_account)
 {
-	struct service a, b;
+	struct service a = { .proc = NULL }, b = { .proc = NULL };
 	char id[32];
 	agr_wow_event_stream *s;
 	bool seen[41] = { false };

@@ -180,6 +180,7 @@ static uint64_t append_records(const char *dir, unsigned j, unsigned from,
 	FILE *f;
 	bool skip;
 	long end;
+	size_t n;
 
 	snprintf(name, sizeof(name), "journal-%u.log", j);
 	path_of(path, sizeof(path), dir, name);
@@ -187,8 +188,10 @@ static uint64_t append_records(const char *dir, unsigned j, unsigned from,
 	CHECK(f != NULL);
 	for (; from < to; from++) {
 		workload(j, from, &r, &skip);
-		if (!skip)
-			CHECK(fwrite(line, 1, record_encode(line, &r), f) > 0);
+		if (skip)
+			continue;
+		n = record_encode(line, &r);
+		CHECK(fwrite(line, 1, n, f) == n);
 	}
 	CHECK(fflush(f) == 0 && fsync(fileno(f)) == 0);
 	end = ftell(f);
@@ -213,11 +216,11 @@ static void dump_line(void *arg, const struct record *rec)
 {
 	struct text *t = arg;
 	char line[RECORD_MAX + 32];
-	size_t n;
-	int k;
+	size_t n, k;
 
 	/* "key\tNNNNN\trecord": an account's records keep their order. */
-	k = snprintf(line, sizeof(line), "%s\t%05zu\t", rec->key, t->n);
+	k = (size_t)snprintf(line, sizeof(line), "%s\t%05zu\t", rec->key,
+			     t->n);
 	n = record_encode(line + k, rec);
 	line[k + n - 1] = '\0'; /* its '\n' */
 	add_line(t, line);
