@@ -168,7 +168,9 @@ static void workload(unsigned j, unsigned i, struct record *r, bool *skip)
 
 static void path_of(char *p, size_t cap, const char *dir, const char *name)
 {
-	snprintf(p, cap, "%s/%s", dir, name);
+	int n = snprintf(p, cap, "%s/%s", dir, name);
+
+	CHECK(n > 0 && (size_t)n < cap);
 }
 
 /* Appends records [from, to) of journal j; its size after. */
