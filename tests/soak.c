@@ -393,11 +393,17 @@ static bool status_ok(struct instance *in, struct soak_msg *s)
 {
 	bool forced = atomic_load(&in->forced);
 
-	if (!s->ran && s->action != A_SKIP)
-		return forced && s->status == AGR_DISCARDED;
-	if (s->status == (s->ran ? expected_status(s->action) : 0))
+	/* No function saw it: a skip completes with 0, unless dropped. */
+	if (!s->ran)
+		return (s->action == A_SKIP && s->status == 0) ||
+		       (forced && s->status == AGR_DISCARDED);
+	if (s->status == expected_status(s->action))
 		return true;
-	return forced && (s->status == -ECANCELED ||
+	/*
+	 * Handled and cut short by the force (its I/O cancelled), or its
+	 * next I/O refused by workers that tear down.
+	 */
+	return forced && (s->status == AGR_INTERRUPTED ||
 			  s->status == -ESHUTDOWN);
 }
 
@@ -407,7 +413,7 @@ static void instance_verify_and_free(struct instance *in,
 {
 	struct soak_msg *s, *next;
 	long admitted = 0, refused = 0, ran = 0, discarded = 0, skipped = 0,
-	     failed = 0;
+	     failed = 0, interrupted = 0;
 	int state;
 
 	for (s = atomic_load(&in->msgs); s; s = next) {
@@ -433,8 +439,10 @@ static void instance_verify_and_free(struct instance *in,
 			ran += s->ran;
 			discarded += !s->ran && s->status == AGR_DISCARDED;
 			skipped += s->action == A_SKIP && s->status == 0;
-			failed += s->ran && s->status < 0;
-			if (s->status == -ECANCELED && s->ran)
+			interrupted += s->status == AGR_INTERRUPTED;
+			failed += s->ran && s->status < 0 &&
+				  s->status != AGR_INTERRUPTED;
+			if (s->status == AGR_INTERRUPTED)
 				atomic_fetch_add(&t_cancelled, 1);
 			if (s->ran && s->status == expected_status(s->action))
 				by_status[s->action]++;
@@ -450,8 +458,9 @@ static void instance_verify_and_free(struct instance *in,
 	ck_assert_uint_eq(st->discarded, (uint64_t)discarded);
 	ck_assert_uint_eq(st->skipped, (uint64_t)skipped);
 	ck_assert_uint_eq(st->failed, (uint64_t)failed);
+	ck_assert_uint_eq(st->interrupted, (uint64_t)interrupted);
 	ck_assert_uint_eq(st->handled + st->failed + st->skipped +
-				  st->discarded,
+				  st->discarded + st->interrupted,
 			  (uint64_t)admitted);
 	atomic_fetch_add(&t_ran, ran);
 	atomic_fetch_add(&t_discarded, discarded);
