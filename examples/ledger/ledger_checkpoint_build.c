@@ -1,4 +1,7 @@
 /* SPDX-License-Identifier: MIT */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* O_DIRECT */
+#endif
 #include "ledger_checkpoint_build.h"
 
 #include <errno.h>
@@ -10,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ledger_journal.h"
 #include "util.h"
 
 /*
@@ -99,27 +103,69 @@ static size_t add_lines(struct checkpoint_builder *b, const char *p,
 	return (size_t)(at - p);
 }
 
-/* Reads fd's [from, to) through b->rd; where its whole records end. */
-static uint64_t add_file(struct checkpoint_builder *b, int fd, uint64_t from,
+/*
+ * Opens a journal to read. Direct (O_DIRECT) where the file system
+ * takes it: the journal writes its own blocks direct, and a block left
+ * in the page cache by a buffered read (the kernel's readahead goes
+ * past what is asked) makes each of the worker's direct writes to it
+ * wait for the cache to be invalidated, off its ring (io_uring hands it
+ * to a kernel thread). A direct read leaves nothing there.
+ */
+static int open_journal(const char *path, bool *direct)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+
+	*direct = fd >= 0;
+	if (fd < 0)
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+	return fd;
+}
+
+static uint64_t block_down(uint64_t n)
+{
+	return n / JOURNAL_BLOCK * JOURNAL_BLOCK;
+}
+
+/*
+ * Reads *fd's [from, to) through b->rd in whole blocks, BUILD_READ at a
+ * time (bytes past `to` in its last block are not used: the journal may
+ * be writing them); where its whole records end. Falls back to
+ * buffered reads if a direct one is refused.
+ */
+static uint64_t add_file(struct checkpoint_builder *b, int *fd,
+			 bool direct, const char *path, uint64_t from,
 			 uint64_t to)
 {
-	size_t have = 0, used;
+	uint64_t at = block_down(from);
+	uint64_t end = block_down(to + JOURNAL_BLOCK - 1);
+	size_t skip = (size_t)(from - at), have = 0, used, keep, upto;
 	bool bad = false;
 	ssize_t n;
 
-	while (!bad && from + have < to) {
+	while (!bad && from < to) {
 		size_t want = BUILD_READ - have;
 
-		if (want > to - from - have)
-			want = (size_t)(to - from - have);
-		n = pread(fd, b->rd + have, want, (off_t)(from + have));
+		if (want > end - at - have)
+			want = (size_t)(end - at - have);
+		n = pread(*fd, b->rd + have, want, (off_t)(at + have));
+		if (n < 0 && errno == EINVAL && direct) { /* once */
+			direct = false;
+			close(*fd);
+			*fd = open(path, O_RDONLY | O_CLOEXEC);
+			continue;
+		}
 		if (n <= 0)
 			break;
 		have += (size_t)n;
-		used = add_lines(b, b->rd, have, &bad);
+		upto = to - at < have ? (size_t)(to - at) : have;
+		used = add_lines(b, b->rd + skip, upto - skip, &bad);
 		from += used;
-		have -= used;
-		memmove(b->rd, b->rd + used, have);
+		skip += used;
+		keep = (size_t)block_down(skip); /* blocks wholly applied */
+		memmove(b->rd, b->rd + keep, have - keep);
+		have -= keep;
+		skip -= keep;
+		at += keep;
 		if (have == BUILD_READ) /* no line end in a whole buffer */
 			break;
 	}
@@ -131,18 +177,21 @@ int builder_add_journal(struct checkpoint_builder *b, unsigned idx,
 {
 	char path[PATH_MAX];
 	uint64_t end;
+	bool direct;
 	int fd;
 
 	snprintf(path, sizeof(path), "%s/journal-%u.log", b->dir, idx);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
+	fd = open_journal(path, &direct);
 	if (fd < 0) {
 		warnf("checkpoint: %s: %s", path, strerror(errno));
 		return -EIO;
 	}
-	if (!b->rd)
-		b->rd = xrealloc(NULL, BUILD_READ);
-	end = add_file(b, fd, from, to);
-	close(fd);
+	if (!b->rd && posix_memalign((void **)&b->rd, JOURNAL_BLOCK,
+				     BUILD_READ) != 0)
+		die("out of memory");
+	end = add_file(b, &fd, direct, path, from, to);
+	if (fd >= 0)
+		close(fd);
 	if (end == to)
 		return 0;
 	warnf("checkpoint: %s: no whole record at %" PRIu64 " (durable to %"
