@@ -6,6 +6,7 @@
 #include "ring.h"
 
 #include "fault.h"
+#include "settings.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -247,7 +248,7 @@ static void sender_key_create(void)
 {
 	if (pthread_key_create(&sender_key, sender_ring_release) != 0)
 		abort(); /* only when the process is out of TLS keys */
-	if (getenv("AGR_NO_SYNC_MSG"))
+	if (agr__setting_no_sync_msg())
 		atomic_store(&sync_msg_state, SYNC_MSG_NO);
 }
 

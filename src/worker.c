@@ -12,6 +12,7 @@
 #include "affinity.h"
 #include "fault.h"
 #include "ring.h"
+#include "settings.h"
 #include "util.h"
 #include "wait.h"
 
@@ -50,7 +51,6 @@
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
 #define IDLE_SPIN_NS_SPARE_CPUS 100000
-#define IDLE_SPIN_US_MAX 1000000
 /* The most pauses between two looks of an idle spin (about 1 us). */
 #define SPIN_PAUSES_MAX 32
 /*
@@ -1048,21 +1048,17 @@ static unsigned cq_entries_of(const struct agr__worker_settings *st)
 static void read_settings(struct agr_worker *w)
 {
 	const struct agr__worker_settings *st = &w->settings;
-	unsigned sq = sq_entries_of(st);
-	long spin_us = st->idle_spin_us;
+	long spin_us = 0;
 
 	/* Unset or bad (logged): the worker picks (IDLE_SPIN_NS_*). */
-	w->idle_spin_chosen =
-		spin_us >= 0 || agr__env_long("AGR_IDLE_SPIN_US", 0,
-					      IDLE_SPIN_US_MAX, &spin_us) == 1;
+	w->idle_spin_chosen = agr__setting_idle_spin_us(st->idle_spin_us,
+							&spin_us);
 	w->idle_spin_ns = w->idle_spin_chosen ? (uint64_t)spin_us * 1000u :
 						IDLE_SPIN_NS_DEFAULT;
 	w->online_cpus = agr__online_cpus();
-	w->submit_batch = st->submit_batch >= 0 ?
-				  (unsigned)st->submit_batch :
-				  (unsigned)agr__env_long_or(
-					  "AGR_SUBMIT_BATCH",
-					  SUBMIT_BATCH_DEFAULT, 0, sq);
+	w->submit_batch = agr__setting_submit_batch(st->submit_batch,
+						    sq_entries_of(st),
+						    SUBMIT_BATCH_DEFAULT);
 }
 
 /* The ring, pinned where asked; 0 or the setup's error (logged). */
