@@ -7,12 +7,13 @@
 #define AGGRING_H
 
 #include <aggring/common.h>
+#include <aggring/ring.h>
+#include <aggring/wait.h>
 #include <aggring/worker.h>
 #include <aggring/scheduler.h>
 #include <aggring/supplier.h>
 #include <aggring/group_key.h>
 #include <aggring/dispatcher.h>
-#include <aggring/dispatcher_stats.h>
 #include <aggring/composite.h>
 #include <aggring/runtime.h>
 #include <aggring/histogram.h>

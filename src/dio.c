@@ -5,7 +5,7 @@
  * dio_align.c decide; aligned buffers.
  */
 #include "internal.h"
-#include "dio.h"
+#include "dio_align.h"
 
 #include <aggring/dio.h>
 

@@ -7,7 +7,7 @@
  * partition has a `partition` file instead and its disk one level up.
  */
 #include "internal.h"
-#include "dio.h"
+#include "dio_align.h"
 
 #include <fcntl.h>
 #include <limits.h>

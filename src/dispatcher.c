@@ -38,7 +38,6 @@
 
 #include <aggring/dispatcher.h>
 #include <aggring/group_key.h>
-#include <aggring/metrics.h> /* agr_dispatcher_metrics_get */
 
 #define DRAIN_LIMIT 64 /* messages per activation, for fairness */
 /*

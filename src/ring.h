@@ -9,7 +9,7 @@
 
 #include <liburing.h>
 
-#include <aggring/worker.h>
+#include <aggring/ring.h>
 
 /* A worker ring's entries unless agr_supplier_options say otherwise. */
 #define AGR__RING_SQ_ENTRIES 256

@@ -18,7 +18,7 @@
 
 #include <liburing.h>
 
-#include <aggring/worker.h>
+#include <aggring/wait.h>
 
 /*
  * Submits what is prepared and sleeps until at least one completion is

@@ -17,7 +17,6 @@
 #include "util.h"
 #include "wait.h"
 
-#include <aggring/scheduler.h> /* agr_worker_metrics */
 
 #include <pthread.h>
 #include <sched.h>

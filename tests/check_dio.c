@@ -35,7 +35,7 @@
 
 #include <aggring.h>
 
-#include "dio.h"
+#include "dio_align.h"
 #include "testutil.h"
 
 #ifndef STATX_DIOALIGN

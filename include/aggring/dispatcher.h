@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #include <aggring/common.h>
-#include <aggring/dispatcher_stats.h>
+#include <aggring/histogram.h>
 #include <aggring/supplier.h>
 #include <aggring/worker.h>
 
@@ -88,7 +88,9 @@ typedef struct agr_message {
 	} internal_;
 } agr_message;
 
-/* agr_dispatcher: aggring/dispatcher_stats.h */
+/* A dispatcher. */
+typedef struct agr_dispatcher agr_dispatcher;
+
 
 /*
  * The handling of one message by the functions that match it. It lives
@@ -277,7 +279,33 @@ AGR_API agr_scheduler *agr_dispatcher_scheduler(const agr_dispatcher *d);
 AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
 				    const agr_message *msg);
 
-/* agr_dispatcher_stats: aggring/dispatcher_stats.h */
+/*
+ * Counters since creation. Exact once the dispatcher has stopped; while
+ * it runs they may lag: admitted counts a message when its group's
+ * worker takes it from the queue, so that sending stays cheap.
+ */
+typedef struct agr_dispatcher_stats {
+	uint64_t admitted;  /* send returned 0 */
+	uint64_t refused;   /* a send returned -ESHUTDOWN or -EAGAIN for it */
+	uint64_t handled;   /* completed with status 0 by a function */
+	uint64_t failed;    /* completed with a function's error */
+	uint64_t skipped;   /* no function matched; completed with 0 */
+	uint64_t discarded; /* completed with AGR_DISCARDED */
+	/*
+	 * Messages the watchdog (agr_watchdog_start) found pending longer
+	 * than its threshold (a function returned AGR_PENDING and has not
+	 * called agr_exchange_done()); each is also logged, once, with
+	 * the dispatcher, group, worker, type and age. Not an outcome:
+	 * the message still completes once.
+	 */
+	uint64_t stuck;
+	/*
+	 * Completed with AGR_INTERRUPTED: a function handled the message
+	 * but its work was cut short (its I/O cancelled, or still pending
+	 * when a force stop ended it). Apart from failed and discarded.
+	 */
+	uint64_t interrupted;
+} agr_dispatcher_stats;
 
 /*
  * Fills *out with the counters, summed over the groups. From any thread
@@ -287,6 +315,30 @@ AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
  */
 AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 				     agr_dispatcher_stats *out);
+
+/* One dispatcher's figures. Strings stay valid while the dispatcher. */
+typedef struct agr_dispatcher_metrics {
+	const char *dispatcher;
+	const char *context;
+	const char *aggregate;
+	agr_dispatcher_stats messages;
+	bool depth_enabled;	  /* metrics or a queue limit: else 0 */
+	uint64_t queue_depth;	  /* admitted, not yet completed */
+	uint64_t deepest_group_depth;
+	int deepest_group;	  /* -1 when every group is empty */
+	bool latency_enabled;
+	agr_histogram queue_latency;	  /* send -> first function starts */
+	agr_histogram processing_latency; /* start -> completion */
+} agr_dispatcher_metrics;
+
+/*
+ * Snapshot of `d`. Queue depth is counted only when latency metrics or
+ * a queue limit are on (otherwise 0). Returns 0 or -EINVAL. From any
+ * thread while `d` exists, without a lock, as the workers record: each
+ * figure is read atomically, not all at one instant.
+ */
+AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
+				       agr_dispatcher_metrics *out);
 
 /* ---- inside a function ---- */
 

@@ -2,10 +2,12 @@
 /*
  * aggring/metrics.h - what to observe before tuning: queueing and
  * processing latency per named aggregate, intake and outcome counters,
- * queue depth, and their Prometheus exposition. It includes the lower
- * headers of the other figures: the histogram (aggring/histogram.h),
- * the per-worker loop figures (aggring/scheduler.h) and the detector of
- * handlers that block their worker (aggring/watchdog.h).
+ * queue depth, and their Prometheus exposition. It includes the
+ * headers that declare the figures: a dispatcher's
+ * (agr_dispatcher_metrics_get, aggring/dispatcher.h), a worker's
+ * (agr_scheduler_worker_metrics, aggring/scheduler.h), the histogram
+ * (aggring/histogram.h) and the detector of handlers that block their
+ * worker (aggring/watchdog.h).
  *
  * Recording is lock-free and allocation-free on the workers. Dispatcher
  * latency histograms are off unless agr_dispatcher_options.metrics is
@@ -20,38 +22,14 @@
 #include <stdint.h>
 
 #include <aggring/common.h>
-#include <aggring/dispatcher_stats.h>
+#include <aggring/dispatcher.h>
 #include <aggring/histogram.h>
-#include <aggring/scheduler.h> /* agr_worker_metrics */
+#include <aggring/scheduler.h>
 #include <aggring/watchdog.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* One dispatcher's figures. Strings stay valid while the dispatcher. */
-typedef struct agr_dispatcher_metrics {
-	const char *dispatcher;
-	const char *context;
-	const char *aggregate;
-	agr_dispatcher_stats messages;
-	bool depth_enabled;	  /* metrics or a queue limit: else 0 */
-	uint64_t queue_depth;	  /* admitted, not yet completed */
-	uint64_t deepest_group_depth;
-	int deepest_group;	  /* -1 when every group is empty */
-	bool latency_enabled;
-	agr_histogram queue_latency;	  /* send -> first function starts */
-	agr_histogram processing_latency; /* start -> completion */
-} agr_dispatcher_metrics;
-
-/*
- * Snapshot of `d`. Queue depth is counted only when latency metrics or
- * a queue limit are on (otherwise 0). Returns 0 or -EINVAL. From any
- * thread while `d` exists, without a lock, as the workers record: each
- * figure is read atomically, not all at one instant.
- */
-AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
-				       agr_dispatcher_metrics *out);
 
 /*
  * Writes the metrics of dispatchers ds[0..n) and of their schedulers'

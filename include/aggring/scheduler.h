@@ -89,28 +89,9 @@ AGR_API bool agr_scheduler_is_disposed(agr_scheduler *s);
 AGR_API bool agr_scheduler_is_terminated(agr_scheduler *s);
 
 /*
- * One worker's loop, as agr_scheduler_worker_metrics copies it out.
- * Counters only grow; `inflight` is a gauge.
- */
-typedef struct agr_worker_metrics {
-	uint64_t iterations;	  /* turns of the event loop */
-	uint64_t doorbells;	  /* MSG_RING wake-up completions */
-	uint64_t items;		  /* tasks and group activations run */
-	uint64_t io_completions;  /* CQEs of agr_io_* operations */
-	uint64_t blocked_ns;	  /* asleep in io_uring_submit_and_wait */
-	uint64_t running_ns;	  /* the rest of the loop's life */
-	uint64_t sq_full;	  /* SQ found full, flushed and retried */
-	uint64_t cq_overflow;	  /* CQ overflow seen (kernel kept CQEs) */
-	uint64_t early_submits;	  /* submits before the turn ended, each
-				   * of AGR_SUBMIT_BATCH prepared SQEs */
-	uint64_t blocking_detected; /* handlers over the threshold of the
-				     * watchdog (aggring/watchdog.h) */
-	int inflight;		  /* operations in the kernel now */
-} agr_worker_metrics;
-
-/*
- * Snapshot of worker `index` of `s`, from any thread; each field is
- * read on its own (relaxed), so two fields may be a moment apart.
+ * Snapshot of worker `index` of `s` (agr_worker_metrics is declared in
+ * aggring/worker.h), from any thread; each field is read on its own
+ * (relaxed), so two fields may be a moment apart.
  * Returns 0 or -EINVAL (NULL `s` or `out`, index out of range).
  */
 AGR_API int agr_scheduler_worker_metrics(agr_scheduler *s, int index,

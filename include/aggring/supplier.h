@@ -18,7 +18,9 @@
 #define AGGRING_SUPPLIER_H
 
 #include <aggring/common.h>
+#include <aggring/ring.h>
 #include <aggring/scheduler.h>
+#include <aggring/wait.h>
 #include <aggring/worker.h>
 
 #include <stddef.h>

@@ -12,6 +12,8 @@
 #include <stdbool.h>
 
 #include <aggring/common.h>
+#include <aggring/ring.h> /* AGR_RING_*, once declared here */
+#include <aggring/wait.h> /* agr_wait_mode, once declared here */
 
 #ifdef __cplusplus
 extern "C" {
@@ -20,37 +22,6 @@ extern "C" {
 struct io_uring;
 typedef struct agr_worker agr_worker;
 typedef struct agr_scheduler agr_scheduler;
-
-/* Ring setup flags (agr_supplier_options.ring_flags). */
-#define AGR_RING_SQPOLL 0x1u	    /* a kernel thread polls the SQ
-				     * (IORING_SETUP_SQPOLL, Linux 5.11+
-				     * unprivileged) */
-#define AGR_RING_COOP_TASKRUN 0x2u  /* COOP_TASKRUN instead of the default
-				     * SINGLE_ISSUER|DEFER_TASKRUN */
-#define AGR_RING_NO_FALLBACK 0x4u   /* fail with the kernel's error rather
-				     * than retry with fewer flags */
-#define AGR_RING_FLAGS_ALL 0x7u
-/*
- * There is no IOPOLL flag, on purpose. A ring set up with
- * IORING_SETUP_IOPOLL gets no completion interrupts: its CQEs appear
- * only while someone polls the driver, so a worker would have to spin
- * whenever polled I/O is in flight and could no longer sleep in the
- * kernel on its ring, where its doorbells and socket completions
- * arrive; and such a ring takes only O_DIRECT reads and writes on a
- * block device with poll queues (NVMe with poll_queues set,
- * /sys/block/DEV/queue/io_poll = 1), refusing sockets, timers, fsync
- * and MSG_RING. A service that has such a device can create its own
- * IOPOLL ring in a worker_init hook and reap it from a task that it
- * reschedules while its I/O is in flight.
- */
-
-/* How an idle worker sleeps (agr_supplier_options.wait_mode). */
-typedef enum agr_wait_mode {
-	AGR_WAIT_DEFAULT = 0, /* AGR_WAIT_MODE, else enter (eventfd under
-			       * Valgrind) */
-	AGR_WAIT_ENTER = 1,   /* in io_uring_enter() */
-	AGR_WAIT_EVENTFD = 2, /* in poll(2) on an eventfd of the ring */
-} agr_wait_mode;
 
 /*
  * Runs on each worker's thread once its ring exists, before the worker
@@ -100,6 +71,26 @@ AGR_API agr_scheduler *agr_worker_scheduler(const agr_worker *w);
  * False off a worker thread.
  */
 AGR_API bool agr_worker_interrupted(void);
+
+/*
+ * One worker's loop, as agr_scheduler_worker_metrics copies it out.
+ * Counters only grow; `inflight` is a gauge.
+ */
+typedef struct agr_worker_metrics {
+	uint64_t iterations;	  /* turns of the event loop */
+	uint64_t doorbells;	  /* MSG_RING wake-up completions */
+	uint64_t items;		  /* tasks and group activations run */
+	uint64_t io_completions;  /* CQEs of agr_io_* operations */
+	uint64_t blocked_ns;	  /* asleep in io_uring_submit_and_wait */
+	uint64_t running_ns;	  /* the rest of the loop's life */
+	uint64_t sq_full;	  /* SQ found full, flushed and retried */
+	uint64_t cq_overflow;	  /* CQ overflow seen (kernel kept CQEs) */
+	uint64_t early_submits;	  /* submits before the turn ended, each
+				   * of AGR_SUBMIT_BATCH prepared SQEs */
+	uint64_t blocking_detected; /* handlers over the threshold of the
+				     * watchdog (aggring/watchdog.h) */
+	int inflight;		  /* operations in the kernel now */
+} agr_worker_metrics;
 
 #ifdef __cplusplus
 }

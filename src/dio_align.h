@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * dio.h - the O_DIRECT alignment of a file from what the kernel said
+ * dio_align.h - the O_DIRECT alignment of a file from what the kernel said
  * about it (internal). A pure function of those answers and of the text
  * under a /sys root: no logging, no system call on the file, so that
  * tests can run it on made-up answers and a made-up /sys.
  */
-#ifndef AGR_DIO_H
-#define AGR_DIO_H
+#ifndef AGR_DIO_ALIGN_H
+#define AGR_DIO_ALIGN_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -43,4 +43,4 @@ int agr__dio_alignment_of(const struct agr__dio_facts *f, const char *sys,
 /* The name of a source, for the log line. */
 const char *agr__dio_source_name(enum agr__dio_source source);
 
-#endif /* AGR_DIO_H */
+#endif /* AGR_DIO_ALIGN_H */
