@@ -70,7 +70,6 @@ bench/scale.c:main
 ALLOWED="$ALLOWED
 tests/check_redis_client.c
 tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
-examples/ledger/ledger_server.c
 examples/ledger/tests/check_crash_states.c
 examples/ledger/tests/check_ledger_checkpoint.c
 examples/ledger/tests/check_ledger_record.c
@@ -83,7 +82,6 @@ tests/check_runtime.c
 tests/check_worker.c
 tests/check_wow_codec.c
 tests/check_wow_event_store.c
-examples/ledger/ledger_server.c:parse_option
 tests/check_composite.c:force_stop_returns_while_child_cleanup_blocks
 tests/check_dispatcher.c:force_stop_cancels_blocked_io
 tests/check_dispatcher.c:einval_names_the_argument
