@@ -70,7 +70,6 @@ bench/scale.c:main
 ALLOWED="$ALLOWED
 tests/check_redis_client.c
 tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
-examples/ledger/tests/check_ledger_record.c
 tests/check_dispatcher.c
 tests/check_fault.c
 tests/check_io.c
