@@ -76,7 +76,6 @@ tests/check_io.c
 tests/check_io_ext.c
 tests/check_metrics.c
 tests/check_runtime.c
-tests/check_worker.c
 tests/check_wow_codec.c
 tests/check_wow_event_store.c
 tests/check_composite.c:force_stop_returns_while_child_cleanup_blocks
