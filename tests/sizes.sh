@@ -73,7 +73,6 @@ tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
 tests/check_dispatcher.c
 tests/check_fault.c
 tests/check_io.c
-tests/check_io_ext.c
 tests/check_metrics.c
 tests/check_runtime.c
 tests/check_composite.c:force_stop_returns_while_child_cleanup_blocks
