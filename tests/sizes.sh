@@ -74,7 +74,6 @@ tests/check_dispatcher.c
 tests/check_fault.c
 tests/check_io.c
 tests/check_metrics.c
-tests/check_runtime.c
 tests/check_composite.c:force_stop_returns_while_child_cleanup_blocks
 tests/check_dispatcher.c:force_stop_cancels_blocked_io
 tests/check_dispatcher.c:einval_names_the_argument
@@ -84,9 +83,6 @@ tests/check_metrics.c:queue_depth_finds_the_deepest_group
 tests/check_metrics.c:the_reader_is_strict
 tests/check_metrics.c:prometheus_text_passes_a_strict_reader
 tests/check_options.c:bad_values_are_refused_by_name
-tests/check_runtime.c:follow_on_work_in_quiet_boundary_is_handled
-tests/check_runtime.c:deadline_discards_work_stuck_on_recv
-tests/check_runtime.c:composite_takes_its_place_in_the_order
 tests/soak.c:instance_verify_and_free
 tests/soak.c:soak
 "
