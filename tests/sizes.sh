@@ -71,7 +71,6 @@ ALLOWED="$ALLOWED
 tests/check_redis_client.c
 tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
 tests/check_dispatcher.c
-tests/check_io.c
 tests/check_metrics.c
 tests/check_composite.c:force_stop_returns_while_child_cleanup_blocks
 tests/check_dispatcher.c:force_stop_cancels_blocked_io
