@@ -70,10 +70,7 @@ bench/scale.c:main
 ALLOWED="$ALLOWED
 tests/check_redis_client.c
 tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
-tests/check_composite.c:force_stop_returns_while_child_cleanup_blocks
 tests/check_options.c:bad_values_are_refused_by_name
-tests/soak.c:instance_verify_and_free
-tests/soak.c:soak
 "
 
 top_builddir=$(cd "$top_builddir" && pwd) || exit 1
