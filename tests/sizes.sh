@@ -33,10 +33,12 @@ MAX_FUNC_LINES=60
 # to grow. Removing a line once its file is split is the point of the
 # list; nothing may be added to it without a reason beside it.
 #
-# src/ and redis/: the library's own files, split under issue 31's
-# items 4-6 (headers, settings, doorbells) by whoever moves them; the
-# static namesakes below are in different files of one library.
-# bench/: producers.c and the runners' main/run_once, one program each.
+# src/ and redis/: the library's four files over 800 lines (none of
+# its functions is over 60) and its static namesakes (in different
+# files of one library), left as they are while src/ is reshaped apart
+# (issue 31, items 4-7); to go with or after that.
+# bench/: producers.c and the runners' main and run_once, not yet split
+# (this round split examples/ and tests/).
 ALLOWED='
 src/dispatcher.c
 src/worker.c
@@ -65,8 +67,9 @@ bench/latency.c:main
 bench/scale.c:run_once
 bench/scale.c:main
 '
-# tests/: still to split (a file per feature, as the ledger tests are).
-# check_redis_client.c shares a Redis fixture being reworked apart.
+# tests/: files being reworked apart at the time of writing (the Redis
+# fixture that check_redis_client.c and check_wow_processor.c share; the
+# options structs of check_options.c): to split once that has landed.
 ALLOWED="$ALLOWED
 tests/check_redis_client.c
 tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
