@@ -318,9 +318,9 @@ static void dump_delta(struct record *rec, long long from, long long to,
  * An account as records: its remembered request ids oldest first, each
  * with the balance its reply gave, then its value now.
  */
-static void dump_account(const struct account *a,
-			 void (*fn)(void *arg, const struct record *rec),
-			 void *arg)
+static void account_as_records(const struct account *a,
+			       void (*fn)(void *arg, const struct record *rec),
+			       void *arg)
 {
 	struct record rec;
 	long long at = 0;
@@ -364,6 +364,6 @@ void accounts_dump(const struct accounts *a,
 
 		for (i = 0; t->slots && i <= t->mask; i++)
 			if (t->slots[i])
-				dump_account(t->slots[i], fn, arg);
+				account_as_records(t->slots[i], fn, arg);
 	}
 }
