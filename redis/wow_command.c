@@ -10,6 +10,7 @@
 #include "wow_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include <json.h>
@@ -18,7 +19,7 @@
 
 /* A decoded command: its strings point into the json-c tree it keeps. */
 struct decoded_command {
-	agr_wow_command pub; /* first: agr_wow_command_free() casts back */
+	agr_wow_command pub; /* first: decode hands it out as this */
 	struct json_object *root;
 	agr_wow_header *header;
 };
@@ -66,8 +67,9 @@ AGR_API int agr_wow_command_encode(const agr_wow_command *c, char **json,
 	return agr__wow_buf_finish(&b, json, len);
 }
 
-static int read_fields(struct json_object *o, struct decoded_command *d)
+static int read_fields(struct json_object *o, void *doc)
 {
+	struct decoded_command *d = doc;
 	agr_wow_command *c = &d->pub;
 	int err;
 
@@ -111,35 +113,30 @@ static int read_fields(struct json_object *o, struct decoded_command *d)
 	return 0;
 }
 
+static void free_parts(void *doc)
+{
+	struct decoded_command *d = doc;
+
+	free(d->header);
+}
+
+static const struct agr__wow_doc_kind command_doc = {
+	WHAT, sizeof(struct decoded_command),
+	offsetof(struct decoded_command, root), read_fields, free_parts
+};
+
 AGR_API int agr_wow_command_decode(const char *json, size_t len,
 				   agr_wow_command **out)
 {
-	struct decoded_command *d;
 	int err;
 
 	if (!json || !out)
 		return -EINVAL;
-	*out = NULL;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	d->root = agr__wow_json_parse_object(WHAT, json, len);
-	err = d->root ? read_fields(d->root, d) : -EBADMSG;
-	if (err) {
-		agr_wow_command_free(&d->pub);
-		return err;
-	}
-	*out = &d->pub;
-	return 0;
+	*out = agr__wow_doc_decode(&command_doc, json, len, &err);
+	return err;
 }
 
 AGR_API void agr_wow_command_free(agr_wow_command *c)
 {
-	struct decoded_command *d = (struct decoded_command *)c;
-
-	if (!d)
-		return;
-	json_object_put(d->root);
-	free(d->header);
-	free(d);
+	agr__wow_doc_free(&command_doc, c);
 }

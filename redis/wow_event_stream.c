@@ -13,6 +13,7 @@
 #include "wow_internal.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 
 #include <json.h>
@@ -20,7 +21,7 @@
 #define WHAT "wow event stream"
 
 struct decoded_stream {
-	agr_wow_event_stream pub; /* first: _free() casts back */
+	agr_wow_event_stream pub; /* first: decode hands it out as this */
 	struct json_object *root;
 	struct agr__wow_stream_parts parts;
 };
@@ -219,49 +220,37 @@ void agr__wow_stream_parts_free(struct agr__wow_stream_parts *p)
 	p->events = NULL;
 }
 
-struct json_object *agr__wow_json_parse_object(const char *what,
-					       const char *json, size_t len)
+static int read_doc(struct json_object *root, void *doc)
 {
-	struct json_object *o = agr__wow_json_parse(what, json, len);
+	struct decoded_stream *d = doc;
 
-	if (o && !json_object_is_type(o, json_type_object)) {
-		agr_log(AGR_LOG_WARN, "%s: not a JSON object", what);
-		json_object_put(o);
-		o = NULL;
-	}
-	return o;
+	return agr__wow_stream_read(root, WHAT, &d->pub, &d->parts);
 }
+
+static void free_parts(void *doc)
+{
+	struct decoded_stream *d = doc;
+
+	agr__wow_stream_parts_free(&d->parts);
+}
+
+static const struct agr__wow_doc_kind stream_doc = {
+	WHAT, sizeof(struct decoded_stream),
+	offsetof(struct decoded_stream, root), read_doc, free_parts
+};
 
 AGR_API int agr_wow_event_stream_decode(const char *json, size_t len,
 					agr_wow_event_stream **out)
 {
-	struct decoded_stream *d;
 	int err;
 
 	if (!json || !out)
 		return -EINVAL;
-	*out = NULL;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	d->root = agr__wow_json_parse_object(WHAT, json, len);
-	err = d->root ? agr__wow_stream_read(d->root, WHAT, &d->pub, &d->parts)
-		      : -EBADMSG;
-	if (err) {
-		agr_wow_event_stream_free(&d->pub);
-		return err;
-	}
-	*out = &d->pub;
-	return 0;
+	*out = agr__wow_doc_decode(&stream_doc, json, len, &err);
+	return err;
 }
 
 AGR_API void agr_wow_event_stream_free(agr_wow_event_stream *s)
 {
-	struct decoded_stream *d = (struct decoded_stream *)s;
-
-	if (!d)
-		return;
-	json_object_put(d->root);
-	agr__wow_stream_parts_free(&d->parts);
-	free(d);
+	agr__wow_doc_free(&stream_doc, s);
 }

@@ -97,6 +97,38 @@ int agr__wow_json_get_raw(struct json_object *o, const char *what,
 /* Parses a document that must be one JSON object; NULL (logged) if not. */
 struct json_object *agr__wow_json_parse_object(const char *what,
 					       const char *json, size_t len);
+/* "tags": an object, as text owned by `o`; "{}" when the field is absent */
+int agr__wow_json_get_tags(struct json_object *o, const char *what,
+			   const char **tags, size_t *len);
+/* ,"tags": the caller's object (checked, logged under `what`), or {} */
+void agr__wow_json_field_tags(struct agr__wow_buf *b, const char *what,
+			      const char *tags, size_t len);
+
+/* ---- decoded documents: one allocation, one json-c tree ---- */
+/*
+ * One kind of decoded document: a struct of `size` bytes that begins
+ * with its public struct (what the caller gets and later frees) and
+ * holds, `root_at` bytes in, the json-c tree its strings point into.
+ */
+struct agr__wow_doc_kind {
+	const char *what; /* names the document in log lines */
+	size_t size;
+	size_t root_at;
+	/* fills the document from its tree: 0 or -EBADMSG (logged) */
+	int (*read)(struct json_object *root, void *doc);
+	/* frees what read() allocated besides the tree; may be NULL */
+	void (*free_parts)(void *doc);
+};
+
+/*
+ * Decodes `len` bytes of `json`, which must be one JSON object, as a
+ * document of `kind`: the document, or NULL with *err -ENOMEM or
+ * -EBADMSG (logged); *err is 0 on success.
+ */
+void *agr__wow_doc_decode(const struct agr__wow_doc_kind *kind,
+			  const char *json, size_t len, int *err);
+/* Frees a document of `kind` (NULL is fine) and its tree. */
+void agr__wow_doc_free(const struct agr__wow_doc_kind *kind, void *doc);
 
 /* ---- a domain event stream's own fields (wow_event_stream.c) ---- */
 /* what a decoded stream allocated besides the json-c tree */

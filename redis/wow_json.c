@@ -354,3 +354,78 @@ int agr__wow_json_get_raw(struct json_object *o, const char *what,
 		*value = v;
 	return 0;
 }
+
+struct json_object *agr__wow_json_parse_object(const char *what,
+					       const char *json, size_t len)
+{
+	struct json_object *o = agr__wow_json_parse(what, json, len);
+
+	if (o && !json_object_is_type(o, json_type_object)) {
+		agr_log(AGR_LOG_WARN, "%s: not a JSON object", what);
+		json_object_put(o);
+		o = NULL;
+	}
+	return o;
+}
+
+int agr__wow_json_get_tags(struct json_object *o, const char *what,
+			   const char **tags, size_t *len)
+{
+	if (!json_object_object_get(o, "tags")) {
+		*tags = "{}";
+		*len = 2;
+		return 0;
+	}
+	return agr__wow_json_get_raw(o, what, "tags", json_type_object, tags,
+				     len, NULL);
+}
+
+void agr__wow_json_field_tags(struct agr__wow_buf *b, const char *what,
+			      const char *tags, size_t len)
+{
+	agr__wow_json_key(b, "tags", false);
+	if (tags)
+		agr__wow_json_raw(b, what, tags, len, true);
+	else
+		agr__wow_buf_bytes(b, "{}", 2);
+}
+
+/* the tree a document keeps at kind->root_at (memcpy: no aligned cast) */
+static struct json_object *doc_root(const struct agr__wow_doc_kind *kind,
+				    const void *doc)
+{
+	struct json_object *root;
+
+	memcpy(&root, (const char *)doc + kind->root_at, sizeof(root));
+	return root;
+}
+
+void *agr__wow_doc_decode(const struct agr__wow_doc_kind *kind,
+			  const char *json, size_t len, int *err)
+{
+	struct json_object *root;
+	void *doc = calloc(1, kind->size);
+
+	if (!doc) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	root = agr__wow_json_parse_object(kind->what, json, len);
+	memcpy((char *)doc + kind->root_at, &root, sizeof(root));
+	*err = root ? kind->read(root, doc) : -EBADMSG;
+	if (*err) {
+		agr__wow_doc_free(kind, doc);
+		return NULL;
+	}
+	return doc;
+}
+
+void agr__wow_doc_free(const struct agr__wow_doc_kind *kind, void *doc)
+{
+	if (!doc)
+		return;
+	if (kind->free_parts)
+		kind->free_parts(doc);
+	json_object_put(doc_root(kind, doc));
+	free(doc);
+}

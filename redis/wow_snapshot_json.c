@@ -11,14 +11,14 @@
 #include "wow_internal.h"
 
 #include <errno.h>
-#include <stdlib.h>
+#include <stddef.h>
 
 #include <json.h>
 
 #define WHAT "wow snapshot"
 
 struct decoded_snapshot {
-	agr_wow_snapshot pub; /* first: _free() casts back */
+	agr_wow_snapshot pub; /* first: decode hands it out as this */
 	struct json_object *root;
 };
 
@@ -55,29 +55,15 @@ AGR_API int agr_wow_snapshot_encode(const agr_wow_snapshot *s, char **json,
 	agr__wow_json_key(&b, "state", false);
 	agr__wow_json_raw(&b, WHAT " state", s->state, s->state_len, true);
 	agr__wow_json_field_int(&b, "snapshotTime", s->snapshot_time);
-	agr__wow_json_key(&b, "tags", false);
-	if (s->tags)
-		agr__wow_json_raw(&b, WHAT " tags", s->tags, s->tags_len, true);
-	else
-		agr__wow_buf_bytes(&b, "{}", 2);
+	agr__wow_json_field_tags(&b, WHAT " tags", s->tags, s->tags_len);
 	agr__wow_json_field_bool(&b, "deleted", s->deleted);
 	agr__wow_buf_bytes(&b, "}", 1);
 	return agr__wow_buf_finish(&b, json, len);
 }
 
-static int read_tags(struct json_object *o, agr_wow_snapshot *s)
+static int read_fields(struct json_object *o, void *doc)
 {
-	if (!json_object_object_get(o, "tags")) {
-		s->tags = "{}";
-		s->tags_len = 2;
-		return 0;
-	}
-	return agr__wow_json_get_raw(o, WHAT, "tags", json_type_object,
-				     &s->tags, &s->tags_len, NULL);
-}
-
-static int read_fields(struct json_object *o, agr_wow_snapshot *s)
-{
+	agr_wow_snapshot *s = doc; /* the public struct comes first */
 	int err;
 
 	s->owner_id = "";
@@ -113,41 +99,31 @@ static int read_fields(struct json_object *o, agr_wow_snapshot *s)
 					 &s->state, &s->state_len, NULL)) ||
 	    (err = agr__wow_json_get_int64(o, WHAT, "snapshotTime", true,
 					   &s->snapshot_time)) ||
-	    (err = read_tags(o, s)) ||
+	    (err = agr__wow_json_get_tags(o, WHAT, &s->tags,
+					  &s->tags_len)) ||
 	    (err = agr__wow_json_get_bool(o, WHAT, "deleted", true,
 					  &s->deleted)))
 		return err;
 	return 0;
 }
 
+static const struct agr__wow_doc_kind snapshot_doc = {
+	WHAT, sizeof(struct decoded_snapshot),
+	offsetof(struct decoded_snapshot, root), read_fields, NULL
+};
+
 AGR_API int agr_wow_snapshot_decode(const char *json, size_t len,
 				    agr_wow_snapshot **out)
 {
-	struct decoded_snapshot *d;
 	int err;
 
 	if (!json || !out)
 		return -EINVAL;
-	*out = NULL;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	d->root = agr__wow_json_parse_object(WHAT, json, len);
-	err = d->root ? read_fields(d->root, &d->pub) : -EBADMSG;
-	if (err) {
-		agr_wow_snapshot_free(&d->pub);
-		return err;
-	}
-	*out = &d->pub;
-	return 0;
+	*out = agr__wow_doc_decode(&snapshot_doc, json, len, &err);
+	return err;
 }
 
 AGR_API void agr_wow_snapshot_free(agr_wow_snapshot *s)
 {
-	struct decoded_snapshot *d = (struct decoded_snapshot *)s;
-
-	if (!d)
-		return;
-	json_object_put(d->root);
-	free(d);
+	agr__wow_doc_free(&snapshot_doc, s);
 }

@@ -11,14 +11,14 @@
 #include "wow_internal.h"
 
 #include <errno.h>
-#include <stdlib.h>
+#include <stddef.h>
 
 #include <json.h>
 
 #define WHAT "wow state event"
 
 struct decoded_state {
-	agr_wow_state_event pub; /* first: _free() casts back */
+	agr_wow_state_event pub; /* first: decode hands it out as this */
 	struct json_object *root;
 	struct agr__wow_stream_parts parts;
 };
@@ -38,31 +38,15 @@ AGR_API int agr_wow_state_event_encode(const agr_wow_state_event *e,
 	agr__wow_json_field_int(&b, "firstEventTime", e->first_event_time);
 	agr__wow_json_key(&b, "state", false);
 	agr__wow_json_raw(&b, WHAT " state", e->state, e->state_len, true);
-	agr__wow_json_key(&b, "tags", false);
-	if (e->tags)
-		agr__wow_json_raw(&b, WHAT " tags", e->tags, e->tags_len, true);
-	else
-		agr__wow_buf_bytes(&b, "{}", 2);
+	agr__wow_json_field_tags(&b, WHAT " tags", e->tags, e->tags_len);
 	agr__wow_json_field_bool(&b, "deleted", e->deleted);
 	agr__wow_stream_write_tail(&b, &e->stream);
 	return agr__wow_buf_finish(&b, json, len);
 }
 
-static int read_tags(struct json_object *o, agr_wow_state_event *e)
+static int read_fields(struct json_object *o, void *doc)
 {
-	struct json_object *tags = json_object_object_get(o, "tags");
-
-	if (!tags) {
-		e->tags = "{}";
-		e->tags_len = 2;
-		return 0;
-	}
-	return agr__wow_json_get_raw(o, WHAT, "tags", json_type_object,
-				     &e->tags, &e->tags_len, NULL);
-}
-
-static int read_fields(struct json_object *o, struct decoded_state *d)
-{
+	struct decoded_state *d = doc;
 	agr_wow_state_event *e = &d->pub;
 	int err;
 
@@ -74,42 +58,38 @@ static int read_fields(struct json_object *o, struct decoded_state *d)
 					   &e->first_event_time)) ||
 	    (err = agr__wow_json_get_raw(o, WHAT, "state", json_type_object,
 					 &e->state, &e->state_len, NULL)) ||
-	    (err = read_tags(o, e)) ||
+	    (err = agr__wow_json_get_tags(o, WHAT, &e->tags,
+					  &e->tags_len)) ||
 	    (err = agr__wow_json_get_bool(o, WHAT, "deleted", true,
 					  &e->deleted)))
 		return err;
 	return 0;
 }
 
+static void free_parts(void *doc)
+{
+	struct decoded_state *d = doc;
+
+	agr__wow_stream_parts_free(&d->parts);
+}
+
+static const struct agr__wow_doc_kind state_doc = {
+	WHAT, sizeof(struct decoded_state),
+	offsetof(struct decoded_state, root), read_fields, free_parts
+};
+
 AGR_API int agr_wow_state_event_decode(const char *json, size_t len,
 				       agr_wow_state_event **out)
 {
-	struct decoded_state *d;
 	int err;
 
 	if (!json || !out)
 		return -EINVAL;
-	*out = NULL;
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
-	d->root = agr__wow_json_parse_object(WHAT, json, len);
-	err = d->root ? read_fields(d->root, d) : -EBADMSG;
-	if (err) {
-		agr_wow_state_event_free(&d->pub);
-		return err;
-	}
-	*out = &d->pub;
-	return 0;
+	*out = agr__wow_doc_decode(&state_doc, json, len, &err);
+	return err;
 }
 
 AGR_API void agr_wow_state_event_free(agr_wow_state_event *e)
 {
-	struct decoded_state *d = (struct decoded_state *)e;
-
-	if (!d)
-		return;
-	json_object_put(d->root);
-	agr__wow_stream_parts_free(&d->parts);
-	free(d);
+	agr__wow_doc_free(&state_doc, e);
 }

@@ -3,16 +3,12 @@
  * affinity.c - pinning workers to CPUs, as AGR_WORKER_CPUS says.
  */
 #include "affinity.h"
-#include "placement.h"
+#include "settings.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-
-/* The setting of the variable is read by each worker as it starts. */
-#define CPUS_VAR "AGR_WORKER_CPUS"
 
 static int pin_to(const char *who, int cpu, const char *from)
 {
@@ -40,17 +36,12 @@ int agr__pin_worker(const char *who, unsigned index, const int *cpus,
 	if (cpus && ncpus > 0)
 		return pin_to(who, cpus[index % (unsigned)ncpus],
 			      "agr_supplier_options.worker_cpus");
-	s = getenv(CPUS_VAR);
-	if (!s || !*s)
-		return -ENOENT;
-	n = agr__parse_cpu_list(s, parsed, CPU_SETSIZE);
-	if (n <= 0) {
-		agr__log(AGR_LOG_ERROR, "%s: %s=\"%s\" is not a list of CPUs "
-			 "such as \"1\" or \"0,2-3\"; not pinned", who,
-			 CPUS_VAR, s);
-		return -EINVAL;
-	}
-	snprintf(from, sizeof(from), "%s=\"%.40s\"", CPUS_VAR, s);
+	/* Read by each worker as it starts. */
+	n = agr__setting_worker_cpus(who, parsed, CPU_SETSIZE, &s);
+	if (n <= 0)
+		return n == 0 ? -ENOENT : n;
+	snprintf(from, sizeof(from), "%s=\"%.40s\"",
+		 agr__settings[AGR__SETTING_WORKER_CPUS].name, s);
 	return pin_to(who, parsed[index % (unsigned)n], from);
 }
 

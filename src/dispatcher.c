@@ -27,6 +27,7 @@
 #include "handle.h"
 #include "histogram.h"
 #include "scheduler.h"
+#include "settings.h"
 #include "util.h"
 #include "versioned.h"
 
@@ -1156,9 +1157,9 @@ AGR_API int agr_dispatcher_new(const agr_dispatcher_options *opts,
 				       "agr_dispatcher_new")) ||
 	    (ret = check_options(o)))
 		return ret;
-	parallelism = agr__resolve_parallelism(o->parallelism,
-					       "AGR_PARALLELISM",
-					       64 * agr__online_cpus());
+	parallelism = agr__setting_count(AGR__SETTING_PARALLELISM,
+					 o->parallelism,
+					 64 * agr__online_cpus());
 	if (parallelism < 0)
 		return parallelism;
 	ret = alloc_dispatcher(o, parallelism, &d);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * ring.h - setting up rings and sending doorbells (internal).
+ * ring.h - setting up a worker's ring (internal).
  */
 #ifndef AGR_RING_H
 #define AGR_RING_H
@@ -40,16 +40,5 @@ int agr__ring_init(struct io_uring *ring, const struct agr__ring_setup *setup,
 
 /* Logs the likely cause of a ring setup failure `err`. */
 void agr__ring_explain(int err, const char *who);
-
-/*
- * Posts a doorbell CQE (user_data `ud`) to the ring `target_fd` from a
- * thread that owns no worker ring: through the ring-less register call
- * where the kernel has it (6.13+), else through a small thread-local
- * ring freed at thread exit. Transient refusals (-EOVERFLOW, -ENOMEM,
- * -EAGAIN, -EBUSY, -EBADFD, -EINTR) are retried with backoff until the
- * kernel takes the doorbell, since a lost doorbell would strand the
- * worker's queued work. Returns 0 or the negative (permanent) error.
- */
-int agr__msg_ring_from_thread(int target_fd, uint64_t ud);
 
 #endif /* AGR_RING_H */

@@ -62,6 +62,7 @@ struct component {
 	agr_component_kind kind;
 	agr_component_ops ops;
 	void *self; /* the dispatcher, the composite, or the user's */
+	void *step_arg; /* what ops get: self, or this for owned_ops */
 
 	/* Guarded by the runtime's lock. */
 	bool in_step;	       /* one of its steps is running */
@@ -278,59 +279,65 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
 	return 0;
 }
 
-static int dispatcher_quiesce(void *self)
+/*
+ * A registered dispatcher's or composite's steps, the one place that
+ * names their calls. agr_component_ops wants a function per step, so
+ * each of the four below hands its step to owned_step(); they are
+ * called with the component itself (its step_arg), whose kind picks
+ * the dispatcher's call or the composite's.
+ */
+enum owned_step { OWNED_QUIESCE, OWNED_STOP, OWNED_FORCE, OWNED_START };
+
+static int owned_step(const struct component *c, enum owned_step step,
+		      uint64_t deadline)
 {
-	return agr_dispatcher_quiesce(self);
+	bool disp = c->kind == AGR_COMPONENT_DISPATCHER;
+
+	switch (step) {
+	case OWNED_QUIESCE:
+		return disp ? agr_dispatcher_quiesce(c->self)
+			    : agr_composite_quiesce(c->self);
+	case OWNED_STOP:
+		return disp ? agr_dispatcher_stop_gracefully(
+				      c->self, agr__time_left(deadline))
+			    : agr_composite_stop_gracefully(
+				      c->self, agr__time_left(deadline));
+	case OWNED_FORCE:
+		return disp ? agr_dispatcher_force_stop(c->self)
+			    : agr_composite_force_stop(c->self);
+	case OWNED_START:
+		return disp ? agr_dispatcher_start(c->self)
+			    : agr_composite_start(c->self);
+	}
+	return -EINVAL;
 }
 
-static int dispatcher_stop(void *self, uint64_t deadline)
+static int owned_quiesce(void *c)
 {
-	return agr_dispatcher_stop_gracefully(self, agr__time_left(deadline));
+	return owned_step(c, OWNED_QUIESCE, 0);
 }
 
-static int dispatcher_force(void *self)
+static int owned_stop(void *c, uint64_t deadline)
 {
-	return agr_dispatcher_force_stop(self);
+	return owned_step(c, OWNED_STOP, deadline);
 }
 
-static int dispatcher_start(void *self)
+static int owned_force(void *c)
 {
-	return agr_dispatcher_start(self);
+	return owned_step(c, OWNED_FORCE, 0);
 }
 
-/* A new dispatcher already admits and parks messages: no prepare. */
-static const agr_component_ops dispatcher_ops = {
-	.quiesce = dispatcher_quiesce,
-	.stop_gracefully = dispatcher_stop,
-	.force_stop = dispatcher_force,
-	.start = dispatcher_start,
-};
-
-static int composite_quiesce(void *self)
+static int owned_start(void *c)
 {
-	return agr_composite_quiesce(self);
+	return owned_step(c, OWNED_START, 0);
 }
 
-static int composite_stop(void *self, uint64_t deadline)
-{
-	return agr_composite_stop_gracefully(self, agr__time_left(deadline));
-}
-
-static int composite_force(void *self)
-{
-	return agr_composite_force_stop(self);
-}
-
-static int composite_start(void *self)
-{
-	return agr_composite_start(self);
-}
-
-static const agr_component_ops composite_ops = {
-	.quiesce = composite_quiesce,
-	.stop_gracefully = composite_stop,
-	.force_stop = composite_force,
-	.start = composite_start,
+/* A new dispatcher or composite already admits and parks: no prepare. */
+static const agr_component_ops owned_ops = {
+	.quiesce = owned_quiesce,
+	.stop_gracefully = owned_stop,
+	.force_stop = owned_force,
+	.start = owned_start,
 };
 
 static struct component *new_component(struct agr_runtime *rt,
@@ -353,6 +360,7 @@ static struct component *new_component(struct agr_runtime *rt,
 	c->kind = kind;
 	c->ops = *ops;
 	c->self = self;
+	c->step_arg = kind == AGR_COMPONENT_USER ? self : c;
 	return c;
 }
 
@@ -469,7 +477,7 @@ AGR_API int agr_runtime_add_dispatcher(agr_runtime *rt, agr_dispatcher *d)
 	if (!rt || !d)
 		return -EINVAL;
 	c = new_component(rt, agr_dispatcher_name(d), AGR_COMPONENT_DISPATCHER,
-			  &dispatcher_ops, d);
+			  &owned_ops, d);
 	if (!c)
 		return -ENOMEM;
 	ret = add_leased(rt, c, &d, 1);
@@ -489,7 +497,7 @@ AGR_API int agr_runtime_add_composite(agr_runtime *rt, agr_composite *comp)
 	ds[0] = agr_composite_event_stream(comp);
 	ds[1] = agr_composite_state_event(comp);
 	c = new_component(rt, agr_composite_name(comp),
-			  AGR_COMPONENT_COMPOSITE, &composite_ops, comp);
+			  AGR_COMPONENT_COMPOSITE, &owned_ops, comp);
 	if (!c)
 		return -ENOMEM;
 	ret = add_leased(rt, c, ds, 2);
@@ -666,7 +674,7 @@ static bool claim_compensation_locked(struct component *c)
 static int call_force(struct agr_runtime *rt, struct component *c)
 {
 	uint64_t t0 = agr__now_ns();
-	int ret = c->ops.force_stop ? c->ops.force_stop(c->self) : 0;
+	int ret = c->ops.force_stop ? c->ops.force_stop(c->step_arg) : 0;
 
 	pthread_mutex_lock(&rt->lock);
 	if (c->force_calls++ == 0)
@@ -936,7 +944,7 @@ static int quiesce_all(struct agr_runtime *rt)
 		if (ret)
 			return ret;
 		t0 = agr__now_ns();
-		ret = c->ops.quiesce ? c->ops.quiesce(c->self) : 0;
+		ret = c->ops.quiesce ? c->ops.quiesce(c->step_arg) : 0;
 		record_step(rt, c, "quiesce", t0, &c->quiesce_ns,
 			    &c->quiesce_result, ret);
 	}
@@ -977,7 +985,7 @@ static int stop_all(struct agr_runtime *rt)
 			return ret;
 		t0 = agr__now_ns();
 		ret = c->ops.stop_gracefully
-			      ? c->ops.stop_gracefully(c->self,
+			      ? c->ops.stop_gracefully(c->step_arg,
 						       rt->deadline_ns)
 			      : 0;
 		record_step(rt, c, "graceful stop", t0, &c->stop_ns,
@@ -1193,9 +1201,9 @@ static int startup_step(struct agr_runtime *rt, struct component *c,
 	if (ret)
 		return ret;
 	if (prepare)
-		ret = c->ops.prepare ? c->ops.prepare(c->self, rt) : 0;
+		ret = c->ops.prepare ? c->ops.prepare(c->step_arg, rt) : 0;
 	else
-		ret = c->ops.start ? c->ops.start(c->self) : 0;
+		ret = c->ops.start ? c->ops.start(c->step_arg) : 0;
 
 	pthread_mutex_lock(&rt->lock);
 	*(prepare ? &c->prepare_result : &c->start_result) = ret;

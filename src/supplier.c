@@ -6,6 +6,7 @@
 #include "handle.h"
 #include "options.h"
 #include "scheduler.h"
+#include "settings.h"
 #include "util.h"
 #include "watchdog.h"
 
@@ -52,9 +53,8 @@ static int supplier_new(const char *name, int parallelism,
 	struct agr_supplier *sup;
 	int resolved, ret;
 
-	resolved = agr__resolve_parallelism(parallelism,
-					    "AGR_SCHEDULER_POOL_SIZE",
-					    agr__online_cpus());
+	resolved = agr__setting_count(AGR__SETTING_SCHEDULER_POOL_SIZE,
+				      parallelism, agr__online_cpus());
 	if (resolved < 0)
 		return resolved;
 	sup = calloc(1, sizeof(*sup));

@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * util.h - small helpers of the library's own: the monotonic clock and
- * timed waits on it, the CPU count, and settings read from the
- * environment (internal).
+ * timed waits on it, and the CPU count (internal). Settings read from
+ * the environment are in settings.h.
  */
 #ifndef AGR_UTIL_H
 #define AGR_UTIL_H
@@ -58,29 +58,5 @@ void agr__cond_init_monotonic(pthread_cond_t *cond);
 
 /* Online CPUs, at least 1. */
 int agr__online_cpus(void);
-
-/*
- * Reads environment variable `name` as a decimal integer in min..max
- * into `*out`. Returns 1 when set and valid, 0 when unset or empty, or
- * -EINVAL (and logs the variable, its value and the range) otherwise.
- */
-int agr__env_long(const char *name, long min, long max, long *out);
-
-/* agr__env_long(), with `dflt` for unset and (logged) bad values. */
-long agr__env_long_or(const char *name, long dflt, long min, long max);
-
-/*
- * Reads a positive int from environment variable `name`. Returns the
- * value, 0 when unset, or -EINVAL (and logs) when set but not a
- * positive integer.
- */
-int agr__env_positive_int(const char *name);
-
-/*
- * A parallelism from the caller: > 0 as given, 0 for the environment
- * variable `env` when set, else `fallback`; < 0 (or a bad variable)
- * is -EINVAL.
- */
-int agr__resolve_parallelism(int parallelism, const char *env, int fallback);
 
 #endif /* AGR_UTIL_H */

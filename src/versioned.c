@@ -7,7 +7,7 @@
 
 #include <string.h>
 
-static int refuse(const char *who, const struct agr__layout *l,
+static int refuse_size(const char *who, const struct agr__layout *l,
 		  size_t size, const char *why)
 {
 	agr__log(AGR_LOG_ERROR, "%s: %s.size=%zu %s (initialise with %s); "
@@ -36,10 +36,10 @@ int agr__read_versioned(void *out, const void *in,
 	if (size == 0)
 		size = l->first_size;
 	else if (size < l->first_size)
-		return refuse(who, l, size,
+		return refuse_size(who, l, size,
 			      "is smaller than any version of the struct");
 	if (!tail_is_zero(bytes, l->size, size))
-		return refuse(who, l, size,
+		return refuse_size(who, l, size,
 			      "holds fields this version of aggring does "
 			      "not know, and they are set");
 	memcpy(out, in, size < l->size ? size : l->size);

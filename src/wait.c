@@ -15,9 +15,10 @@
  */
 #include "wait.h"
 
+#include "settings.h"
+
 #include <poll.h>
 #include <pthread.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -36,15 +37,11 @@ static pthread_once_t mode_once = PTHREAD_ONCE_INIT;
 
 static void choose_mode(void)
 {
-	const char *mode = getenv("AGR_WAIT_MODE");
+	enum agr__wait_setting mode = agr__setting_wait_mode();
 
-	if (mode && strcmp(mode, "eventfd") == 0)
-		use_eventfd = true;
-	else if (mode && *mode && strcmp(mode, "enter") != 0)
-		agr__log(AGR_LOG_WARN, "AGR_WAIT_MODE=%s is neither enter "
-			 "nor eventfd; using enter", mode);
+	use_eventfd = mode == AGR__WAIT_SET_EVENTFD;
 #ifdef AGR__HAVE_VALGRIND
-	else if (!mode && RUNNING_ON_VALGRIND)
+	if (mode == AGR__WAIT_UNSET && RUNNING_ON_VALGRIND)
 		use_eventfd = true;
 #endif
 	if (use_eventfd)

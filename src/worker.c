@@ -10,8 +10,10 @@
 #include "worker.h"
 
 #include "affinity.h"
+#include "doorbell.h"
 #include "fault.h"
 #include "ring.h"
+#include "settings.h"
 #include "util.h"
 #include "wait.h"
 
@@ -49,7 +51,6 @@
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
 #define IDLE_SPIN_NS_SPARE_CPUS 100000
-#define IDLE_SPIN_US_MAX 1000000
 /* The most pauses between two looks of an idle spin (about 1 us). */
 #define SPIN_PAUSES_MAX 32
 /*
@@ -63,9 +64,10 @@
 
 /* user_data values that are not an in-flight operation. */
 enum {
-	UD_BELL = 1,   /* a doorbell: look at the inbox */
+	UD_BELL = AGR__DOORBELL_UD, /* a doorbell: look at the inbox */
 	UD_IGNORE = 2, /* internal op whose result is not needed */
-	UD_MSG_TAG = 3 /* failed doorbell; the rest is the target */
+	UD_MSG_TAG = AGR__DOORBELL_FAILED_TAG /* failed doorbell; the rest
+					       * is the target */
 };
 
 /* An operation on the ring; its address is the SQE's user_data. */
@@ -84,8 +86,6 @@ struct agr__op {
 	agr__drained_fn drained;
 	void *drained_arg;
 };
-
-enum { BELL_ARMED = 0, BELL_RUNG = 1 };
 
 /* Loop figures: written by the worker only, read anywhere. */
 struct worker_stats {
@@ -112,7 +112,7 @@ struct agr_worker {
 	/* Written by producers. */
 	AGR__ALIGNED_CACHELINE struct agr__mpsc inbox;
 	/* Written when the worker goes to sleep and when it is rung. */
-	AGR__ALIGNED_CACHELINE atomic_int bell;
+	AGR__ALIGNED_CACHELINE struct agr__bell bell;
 	/*
 	 * Read on every post and every loop turn, written once or twice:
 	 * a line of their own, so that reading them never misses.
@@ -215,18 +215,7 @@ AGR_API bool agr_worker_interrupted(void)
 
 static struct io_uring_sqe *get_sqe(struct agr_worker *w);
 
-/* ---- doorbell ---- */
-
-/*
- * Rings `target` now, retrying transient errors until it is heard. If
- * it fails for good (the target is gone), the bell is armed again so
- * that the next producer rings instead of assuming one is on its way.
- */
-static void ring_from_thread(struct agr_worker *target)
-{
-	if (agr__msg_ring_from_thread(target->ring_fd, UD_BELL) < 0)
-		atomic_store(&target->bell, BELL_ARMED);
-}
+/* ---- doorbell (doorbell.h) ---- */
 
 static void send_doorbell(struct agr_worker *target)
 {
@@ -243,27 +232,16 @@ static void send_doorbell(struct agr_worker *target)
 	    target->sched == self->sched)
 		sqe = get_sqe(self);
 	if (!sqe) {
-		ring_from_thread(target);
+		agr__doorbell_send_now(&target->bell, target->ring_fd);
 		return;
 	}
-	io_uring_prep_msg_ring(sqe, target->ring_fd, 0, UD_BELL, 0);
-	io_uring_sqe_set_flags(sqe, IOSQE_CQE_SKIP_SUCCESS);
-	agr__fault_doorbell_sqe(sqe);
-	io_uring_sqe_set_data64(sqe, (uint64_t)(uintptr_t)target |
-					     UD_MSG_TAG);
+	agr__doorbell_prep(sqe, target->ring_fd,
+			   (uint64_t)(uintptr_t)target | UD_MSG_TAG);
 }
 
 void agr__worker_wake(struct agr_worker *w)
 {
-	/*
-	 * An awake worker keeps its bell rung: a load then suffices, and
-	 * the line stays shared instead of bouncing on every post.
-	 */
-	if (atomic_load_explicit(&w->bell, memory_order_seq_cst) ==
-	    BELL_RUNG)
-		return;
-	if (atomic_exchange_explicit(&w->bell, BELL_RUNG,
-				     memory_order_seq_cst) == BELL_ARMED)
+	if (agr__bell_ring(&w->bell))
 		send_doorbell(w);
 }
 
@@ -828,7 +806,7 @@ static void complete_cqe(struct agr_worker *w, uint64_t ud, int res,
 			 w->thread_name, target->thread_name, strerror(-res));
 		/* A peer (see send_doorbell): its ring is open until ours is. */
 		if (target->sched == w->sched && !atomic_load(&target->exited))
-			ring_from_thread(target);
+			agr__doorbell_send_now(&target->bell, target->ring_fd);
 		return;
 	}
 	op = (struct agr__op *)(uintptr_t)ud;
@@ -1003,10 +981,9 @@ static void sleep_in_kernel(struct agr_worker *w)
 	uint64_t slept_at;
 	int ret;
 
-	atomic_store_explicit(&w->bell, BELL_ARMED, memory_order_seq_cst);
+	agr__bell_arm(&w->bell);
 	if (must_wake(w)) {
-		atomic_exchange_explicit(&w->bell, BELL_RUNG,
-					 memory_order_seq_cst);
+		agr__bell_unarm(&w->bell);
 		return;
 	}
 	slept_at = agr__now_ns();
@@ -1016,8 +993,7 @@ static void sleep_in_kernel(struct agr_worker *w)
 	    ret != -EAGAIN)
 		agr__log(AGR_LOG_ERROR, "%s: io_uring_submit_and_wait: %s",
 			 w->thread_name, strerror(-ret));
-	/* Awake: producers need not ring until we arm again. */
-	atomic_store_explicit(&w->bell, BELL_RUNG, memory_order_seq_cst);
+	agr__bell_awake(&w->bell);
 }
 
 const struct agr__worker_settings agr__worker_defaults = {
@@ -1047,21 +1023,17 @@ static unsigned cq_entries_of(const struct agr__worker_settings *st)
 static void read_settings(struct agr_worker *w)
 {
 	const struct agr__worker_settings *st = &w->settings;
-	unsigned sq = sq_entries_of(st);
-	long spin_us = st->idle_spin_us;
+	long spin_us = 0;
 
 	/* Unset or bad (logged): the worker picks (IDLE_SPIN_NS_*). */
-	w->idle_spin_chosen =
-		spin_us >= 0 || agr__env_long("AGR_IDLE_SPIN_US", 0,
-					      IDLE_SPIN_US_MAX, &spin_us) == 1;
+	w->idle_spin_chosen = agr__setting_idle_spin_us(st->idle_spin_us,
+							&spin_us);
 	w->idle_spin_ns = w->idle_spin_chosen ? (uint64_t)spin_us * 1000u :
 						IDLE_SPIN_NS_DEFAULT;
 	w->online_cpus = agr__online_cpus();
-	w->submit_batch = st->submit_batch >= 0 ?
-				  (unsigned)st->submit_batch :
-				  (unsigned)agr__env_long_or(
-					  "AGR_SUBMIT_BATCH",
-					  SUBMIT_BATCH_DEFAULT, 0, sq);
+	w->submit_batch = agr__setting_submit_batch(st->submit_batch,
+						    sq_entries_of(st),
+						    SUBMIT_BATCH_DEFAULT);
 }
 
 /* The ring, pinned where asked; 0 or the setup's error (logged). */
@@ -1502,7 +1474,7 @@ int agr__worker_new(const struct agr__worker_config *cfg,
 		return -ENOMEM;
 	memset(w, 0, sizeof(*w));
 	agr__mpsc_init(&w->inbox);
-	atomic_init(&w->bell, BELL_RUNG); /* starting: not asleep */
+	agr__bell_init(&w->bell);
 	atomic_init(&w->stop_requested, false);
 	atomic_init(&w->force, false);
 	atomic_init(&w->interrupted, false);

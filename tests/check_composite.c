@@ -452,6 +452,15 @@ static void *call_force_stop(void *arg)
 	return NULL;
 }
 
+/* The force, not the graceful stop, disposed the scheduler: once each. */
+static void assert_forced_once(struct fixture *f)
+{
+	ck_assert(agr_scheduler_is_disposed(f->sched));
+	ck_assert_int_eq(journal_count(&f->j, "force:scheduler"), 1);
+	ck_assert_int_eq(journal_count(&f->j, "force:domain"), 1);
+	ck_assert_int_eq(journal_count(&f->j, "force:state"), 1);
+}
+
 /*
  * CompositeEventDispatcherLifecycleTest: "runtime force stop does not
  * wait for physical intake cleanup"; the supplier is forced once.
@@ -498,11 +507,7 @@ START_TEST(force_stop_returns_while_child_cleanup_blocks)
 	ck_assert_uint_lt(took, 1000 * MS);
 	ck_assert_uint_lt(other_force.took, 1000 * MS);
 	ck_assert_int_eq(agr_composite_force_stop(f.c), 0);
-	/* The force, not the graceful stop, disposed the scheduler. */
-	ck_assert(agr_scheduler_is_disposed(f.sched));
-	ck_assert_int_eq(journal_count(&f.j, "force:scheduler"), 1);
-	ck_assert_int_eq(journal_count(&f.j, "force:domain"), 1);
-	ck_assert_int_eq(journal_count(&f.j, "force:state"), 1);
+	assert_forced_once(&f);
 
 	tu_latch_count_down(&b.release);
 	pthread_join(graceful.thread, NULL);

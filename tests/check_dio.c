@@ -83,7 +83,7 @@ struct dfile {
 	size_t mem, off;
 };
 
-static bool is_power_of_two(size_t n)
+static bool is_pow2(size_t n)
 {
 	return n && (n & (n - 1)) == 0;
 }
@@ -111,8 +111,8 @@ static bool dfile_open(struct dfile *d)
 	log_start();
 	ck_assert_int_eq(agr_io_dio_alignment(d->fd, &d->mem, &d->off), 0);
 	assert_logged("O_DIRECT alignment");
-	ck_assert(is_power_of_two(d->mem));
-	ck_assert(is_power_of_two(d->off));
+	ck_assert(is_pow2(d->mem));
+	ck_assert(is_pow2(d->off));
 	return true;
 }
 
@@ -314,7 +314,7 @@ START_TEST(a_block_device_reports_its_logical_block_size)
 	ck_assert_int_eq(agr_io_dio_alignment(fd, &mem, &off), 0);
 	assert_logged("O_DIRECT alignment");
 	ck_assert_uint_eq(off, (size_t)size);
-	ck_assert(is_power_of_two(mem) && mem <= off);
+	ck_assert(is_pow2(mem) && mem <= off);
 	if (bytes >= 2 * off) { /* an unbound loop device has none */
 		buf = buffer(off, mem, 0);
 		ck_assert_int_eq(pread(fd, buf, off, (off_t)off),

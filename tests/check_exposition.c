@@ -90,7 +90,7 @@ static void record(agr_histogram *h, uint64_t ns)
 		h->max_ns = ns;
 }
 
-static char *render(agr_dispatcher *const *ds, size_t n)
+static char *render_text(agr_dispatcher *const *ds, size_t n)
 {
 	int len = agr_metrics_write_prometheus(ds, n, NULL, 0);
 	char *text;
@@ -189,7 +189,7 @@ START_TEST(each_le_is_its_buckets_true_end)
 		bound = (1ull << k) - 1;
 		record(&d.m.processing_latency, bound);
 		record(&d.m.processing_latency, bound + 1);
-		text = render(&ds, 1);
+		text = render_text(&ds, 1);
 		bound_text(le, sizeof(le), k);
 		/* Trailing zeros of the fraction go; the bounds end in odd
 		 * nanoseconds, so there are none. */
@@ -221,7 +221,7 @@ START_TEST(the_bounds_are_the_documented_ones)
 	int k;
 
 	dispatcher_init(&d, NULL);
-	text = render(&ds, 1);
+	text = render_text(&ds, 1);
 	p = text;
 	for (k = LE_FIRST; k <= LE_LAST + 1; k++) {
 		if (k <= LE_LAST)
@@ -253,7 +253,7 @@ START_TEST(sum_and_cumulative_counts_are_exact)
 	record(&d.m.processing_latency, 128);		/* le 255 ns */
 	record(&d.m.processing_latency, 1500000000);	/* le 2.147483647 s */
 	record(&d.m.queue_latency, 2000000000);
-	text = render(&ds, 1);
+	text = render_text(&ds, 1);
 	assert_line(text, PROC "_bucket{" LABELS ",le=\"0.000000127\"} 2");
 	assert_line(text, PROC "_bucket{" LABELS ",le=\"0.000000255\"} 3");
 	assert_line(text, PROC "_bucket{" LABELS ",le=\"1.073741823\"} 3");
@@ -265,7 +265,7 @@ START_TEST(sum_and_cumulative_counts_are_exact)
 
 	/* Latency off: no histogram lines at all, not empty ones. */
 	d.m.latency_enabled = false;
-	text = render(&ds, 1);
+	text = render_text(&ds, 1);
 	ck_assert_int_eq(count_lines(text, PROC), 0);
 	ck_assert_int_eq(count_lines(text, "aggring_queue_latency_seconds"),
 			 0);
@@ -285,7 +285,7 @@ START_TEST(intake_and_outcomes_are_separate_families)
 					       .handled = 5, .failed = 2,
 					       .skipped = 1, .discarded = 1,
 					       .interrupted = 4 };
-	text = render(&ds, 1);
+	text = render_text(&ds, 1);
 	assert_line(text, "# TYPE aggring_sends_total counter");
 	assert_line(text, "aggring_sends_total{" LABELS ",result=\"admitted\"} 10");
 	assert_line(text, "aggring_sends_total{" LABELS ",result=\"refused\"} 3");
@@ -357,7 +357,7 @@ START_TEST(workers_by_scheduler_and_index)
 	dispatcher_init(&d[2], &odd);
 	d[2].m.dispatcher = "d3";
 	d[2].m.aggregate = "Cart";
-	text = render(ds, 3);
+	text = render_text(ds, 3);
 	for (i = 0; i < COUNT_OF(worker_families); i++) {
 		snprintf(prefix, sizeof(prefix), "%s{", worker_families[i]);
 		ck_assert_int_eq(count_lines(text, prefix), 3);

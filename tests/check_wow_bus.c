@@ -9,14 +9,10 @@
  */
 #include <check.h>
 #include <errno.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -26,10 +22,7 @@
 #include <aggring/wow_bus.h>
 
 #include "testutil.h"
-
-static pid_t server_pid;
-static int server_port;
-static char server_dir[64];
+#include "testutil_redis.h"
 
 /* The spec's command example (section 3), as Wow writes it. */
 static const char SPEC_COMMAND[] =
@@ -65,139 +58,6 @@ static const char SPEC_STATE[] =
 	"\"1\",\"bodyType\":"
 	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
 	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
-
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    getsockname(fd, (struct sockaddr *)&a, &len))
-		return -1;
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static redisContext *sync_connect(void)
-{
-	struct timeval tv = { 5, 0 };
-
-	return redisConnectWithTimeout("127.0.0.1", server_port, tv);
-}
-
-static void start_server(void)
-{
-	char port[16];
-	uint64_t deadline;
-
-	snprintf(server_dir, sizeof(server_dir), "/tmp/check_wow_bus.XXXXXX");
-	if (!mkdtemp(server_dir) || (server_port = free_port()) < 0) {
-		perror("check_wow_bus: setup");
-		exit(1);
-	}
-	snprintf(port, sizeof(port), "%d", server_port);
-	server_pid = fork();
-	if (server_pid == 0) {
-		if (!freopen("/dev/null", "w", stdout))
-			_exit(127);
-		execlp("redis-server", "redis-server", "--port", port, "--bind",
-		       "127.0.0.1", "--save", "", "--appendonly", "no",
-		       "--dir", server_dir, "--loglevel", "warning",
-		       (char *)NULL);
-		_exit(127);
-	}
-	deadline = tu_now_ns() + TU_LONG_NS;
-	while (tu_now_ns() < deadline) {
-		redisContext *c = sync_connect();
-		redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
-		bool up = r && r->type == REDIS_REPLY_STATUS;
-		int status;
-
-		if (r)
-			freeReplyObject(r);
-		if (c)
-			redisFree(c);
-		if (up)
-			return;
-		if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
-			fprintf(stderr, "SKIP: redis-server did not start\n");
-			exit(TU_SKIP);
-		}
-		usleep(20000); /* polling the server's start, not a sync */
-	}
-	fprintf(stderr, "check_wow_bus: redis-server did not answer\n");
-	exit(1);
-}
-
-static void stop_server(void)
-{
-	char cmd[128];
-
-	if (server_pid > 0) {
-		kill(server_pid, SIGKILL);
-		waitpid(server_pid, NULL, 0);
-	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", server_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "check_wow_bus: could not remove %s\n",
-			server_dir);
-}
-
-static long long sync_integer(const char *fmt, ...)
-{
-	redisContext *c = sync_connect();
-	redisReply *r;
-	long long v = -1;
-	va_list ap;
-
-	ck_assert_ptr_nonnull(c);
-	va_start(ap, fmt);
-	r = redisvCommand(c, fmt, ap);
-	va_end(ap);
-	ck_assert_ptr_nonnull(r);
-	if (r->type == REDIS_REPLY_INTEGER)
-		v = r->integer;
-	else if (r->type == REDIS_REPLY_ARRAY && r->elements &&
-		 r->element[0]->type == REDIS_REPLY_INTEGER)
-		v = r->element[0]->integer; /* XPENDING's summary count */
-	freeReplyObject(r);
-	redisFree(c);
-	return v;
-}
-
-static void sync_ok(const char *fmt, ...)
-{
-	redisContext *c = sync_connect();
-	redisReply *r;
-	va_list ap;
-
-	ck_assert_ptr_nonnull(c);
-	va_start(ap, fmt);
-	r = redisvCommand(c, fmt, ap);
-	va_end(ap);
-	ck_assert_ptr_nonnull(r);
-	ck_assert_msg(r->type != REDIS_REPLY_ERROR, "redis: %s", r->str);
-	freeReplyObject(r);
-	redisFree(c);
-}
-
-static long long pending(const char *topic, const char *group)
-{
-	return sync_integer("XPENDING %s %s", topic, group);
-}
-
-/* Polls `what` until it is `want`, up to the long deadline. */
-#define WAIT_EQ(what, want)                                               \
-	do {                                                              \
-		uint64_t dl_ = tu_now_ns() + TU_LONG_NS;                  \
-		long long v_;                                             \
-		while ((v_ = (what)) != (want) && tu_now_ns() < dl_)      \
-			usleep(10000);                                    \
-		ck_assert_int_eq(v_, (want));                             \
-	} while (0)
 
 /* ---- a service: supplier, dispatcher, consumer ---- */
 
@@ -278,7 +138,7 @@ static void service_start(struct service *sv, struct seen *seen,
 	ck_assert_int_eq(agr_dispatcher_register(sv->disp, NULL, handler, seen),
 			 0);
 	ck_assert_int_eq(agr_dispatcher_start(sv->disp), 0);
-	o->redis.port = server_port;
+	o->redis.port = tu_redis_port();
 	o->scheduler = sv->sched;
 	o->dispatcher = sv->disp;
 	o->block_ms = 100;
@@ -324,11 +184,11 @@ START_TEST(test_spec_command_consumed_and_acked)
 	o.consumer = "c-one";
 	service_start(&sv, &seen, &o, 0);
 	/* XGROUP CREATE ... MKSTREAM made the stream and the group. */
-	ck_assert_int_eq(sync_integer("EXISTS %s", topics[0]), 1);
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
-	WAIT_EQ(STAT(sv.bus, acked), 1);
+	ck_assert_int_eq(tu_redis_integer("EXISTS %s", topics[0]), 1);
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
 	ck_assert_int_eq(atomic_load(&seen.spec_ok), 1);
-	ck_assert_int_eq(pending(topics[0], o.group), 0);
+	ck_assert_int_eq(tu_redis_pending(topics[0], o.group), 0);
 	service_stop(&sv);
 }
 END_TEST
@@ -344,13 +204,13 @@ START_TEST(test_event_and_state_topics)
 	o.ntopics = 2;
 	o.group = "sales.ProjectionDispatcher";
 	service_start(&sv, &seen, &o, 0);
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_STREAM);
-	sync_ok("XADD %s * msg %s", topics[1], SPEC_STATE);
-	WAIT_EQ(STAT(sv.bus, acked), 2);
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_STREAM);
+	tu_redis_ok("XADD %s * msg %s", topics[1], SPEC_STATE);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 2);
 	ck_assert_int_eq(atomic_load(&seen.streams), 1);
 	ck_assert_int_eq(atomic_load(&seen.states), 1);
-	ck_assert_int_eq(pending(topics[0], o.group), 0);
-	ck_assert_int_eq(pending(topics[1], o.group), 0);
+	ck_assert_int_eq(tu_redis_pending(topics[0], o.group), 0);
+	ck_assert_int_eq(tu_redis_pending(topics[1], o.group), 0);
 	service_stop(&sv);
 }
 END_TEST
@@ -367,10 +227,10 @@ START_TEST(test_failure_is_acked_as_wow_does)
 	o.group = "g";
 	service_start(&sv, &seen, &o, 0);
 	for (int i = 0; i < 50; i++)
-		sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
-	WAIT_EQ(STAT(sv.bus, acked), 50);
+		tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 50);
 	ck_assert_int_eq(atomic_load(&seen.count), 50);
-	ck_assert_int_eq(pending(topics[0], "g"), 0);
+	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 0);
 	service_stop(&sv);
 }
 END_TEST
@@ -387,14 +247,14 @@ START_TEST(test_undecodable_stays_pending)
 	o.group = "g";
 	o.no_recovery = true;
 	service_start(&sv, &seen, &o, 0);
-	sync_ok("XADD %s * msg %s", topics[0], "{not json");
-	sync_ok("XADD %s * other %s", topics[0], SPEC_COMMAND);
-	sync_ok("XADD %s * msg %s", topics[0], "{\"id\":\"x\"}");
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
-	WAIT_EQ(STAT(sv.bus, acked), 1);
-	WAIT_EQ(STAT(sv.bus, undecodable), 3);
+	tu_redis_ok("XADD %s * msg %s", topics[0], "{not json");
+	tu_redis_ok("XADD %s * other %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * msg %s", topics[0], "{\"id\":\"x\"}");
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
+	TU_WAIT_EQ(STAT(sv.bus, undecodable), 3);
 	ck_assert_int_eq(atomic_load(&seen.count), 1);
-	ck_assert_int_eq(pending(topics[0], "g"), 3);
+	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 3);
 	service_stop(&sv);
 }
 END_TEST
@@ -406,14 +266,14 @@ START_TEST(test_busygroup_ignored_and_new_group_skips_old)
 	struct seen seen = { 0 };
 	struct service sv;
 
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND); /* before $ */
-	sync_ok("XGROUP CREATE %s g $ MKSTREAM", topics[1]);
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND); /* before $ */
+	tu_redis_ok("XGROUP CREATE %s g $ MKSTREAM", topics[1]);
 	o.topics = topics;
 	o.ntopics = 2;
 	o.group = "g";
 	service_start(&sv, &seen, &o, 0);
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
-	WAIT_EQ(STAT(sv.bus, acked), 1);
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
 	ck_assert_int_eq(STAT(sv.bus, read), 1);
 	service_stop(&sv);
 }
@@ -435,15 +295,15 @@ START_TEST(test_lease_held_and_released)
 	ck_assert_int_eq(agr_wow_lease_key(topics[0], "g", "c-lease", &key,
 					   NULL), 0);
 	service_start(&sv, &seen, &o, 0);
-	WAIT_EQ(sync_integer("EXISTS %s", key), 1);
+	TU_WAIT_EQ(tu_redis_integer("EXISTS %s", key), 1);
 	/* TTL = 3 x interval, renewed by the heartbeat. */
-	ck_assert_int_le(sync_integer("PTTL %s", key), 3000);
-	ck_assert_int_gt(sync_integer("PTTL %s", key), 0);
+	ck_assert_int_le(tu_redis_integer("PTTL %s", key), 3000);
+	ck_assert_int_gt(tu_redis_integer("PTTL %s", key), 0);
 	/* Lost (a node restarted without it): the heartbeat takes it again. */
-	ck_assert_int_eq(sync_integer("DEL %s", key), 1);
-	WAIT_EQ(sync_integer("EXISTS %s", key), 1);
+	ck_assert_int_eq(tu_redis_integer("DEL %s", key), 1);
+	TU_WAIT_EQ(tu_redis_integer("EXISTS %s", key), 1);
 	service_stop(&sv);
-	ck_assert_int_eq(sync_integer("EXISTS %s", key), 0);
+	ck_assert_int_eq(tu_redis_integer("EXISTS %s", key), 0);
 	free(key);
 }
 END_TEST
@@ -451,11 +311,11 @@ END_TEST
 /* Entries read by `owner` into its PEL and never acked. */
 static void strand_entries(const char *topic, const char *owner, int n)
 {
-	redisContext *c = sync_connect();
+	redisContext *c = tu_redis_connect();
 	redisReply *r;
 
 	for (int i = 0; i < n; i++)
-		sync_ok("XADD %s * msg %s", topic, SPEC_COMMAND);
+		tu_redis_ok("XADD %s * msg %s", topic, SPEC_COMMAND);
 	r = redisCommand(c, "XREADGROUP GROUP g %s STREAMS %s >", owner, topic);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
@@ -471,12 +331,12 @@ START_TEST(test_recovery_claims_dead_not_live)
 	struct service sv;
 	char *live_key;
 
-	sync_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
+	tu_redis_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
 	strand_entries(topics[0], "dead", 120); /* more than one page */
 	strand_entries(topics[0], "live", 3);
 	ck_assert_int_eq(agr_wow_lease_key(topics[0], "g", "live", &live_key,
 					   NULL), 0);
-	sync_ok("SET %s token EX 60", live_key);
+	tu_redis_ok("SET %s token EX 60", live_key);
 	o.topics = topics;
 	o.ntopics = 1;
 	o.group = "g";
@@ -485,11 +345,11 @@ START_TEST(test_recovery_claims_dead_not_live)
 	o.recovery_batch = 50;
 	o.max_in_flight = 60; /* the backlog comes over several sweeps */
 	service_start(&sv, &seen, &o, 0);
-	WAIT_EQ(STAT(sv.bus, acked), 120);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 120);
 	ck_assert_int_eq(STAT(sv.bus, claimed), 120);
-	WAIT_EQ(STAT(sv.bus, sweeps) >= 3 ? 1 : 0, 1);
+	TU_WAIT_EQ(STAT(sv.bus, sweeps) >= 3 ? 1 : 0, 1);
 	/* The live consumer's entries are left to it. */
-	ck_assert_int_eq(pending(topics[0], "g"), 3);
+	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 3);
 	ck_assert_int_eq(atomic_load(&seen.count), 120);
 	service_stop(&sv);
 	free(live_key);
@@ -509,8 +369,8 @@ START_TEST(test_lost_delivery_claimed_again)
 	struct seen seen = { 0 };
 	struct service sv;
 
-	sync_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
-	sync_ok("XADD %s * msg %s", topics[0], "{not json");
+	tu_redis_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
+	tu_redis_ok("XADD %s * msg %s", topics[0], "{not json");
 	strand_entries(topics[0], "c-lost", 5);
 	o.topics = topics;
 	o.ntopics = 1;
@@ -519,14 +379,14 @@ START_TEST(test_lost_delivery_claimed_again)
 	o.min_idle_ms = 200;
 	o.recovery_interval_ms = 100;
 	service_start(&sv, &seen, &o, 0);
-	WAIT_EQ(STAT(sv.bus, acked), 5);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 5);
 	ck_assert_int_eq(atomic_load(&seen.count), 5);
-	WAIT_EQ(pending(topics[0], "g"), 1);
+	TU_WAIT_EQ(tu_redis_pending(topics[0], "g"), 1);
 	/* The undecodable entry is decoded once, then left alone. */
-	WAIT_EQ(STAT(sv.bus, sweeps) >= 10 ? 1 : 0, 1);
+	TU_WAIT_EQ(STAT(sv.bus, sweeps) >= 10 ? 1 : 0, 1);
 	ck_assert_int_eq(STAT(sv.bus, undecodable), 1);
 	ck_assert_int_eq(STAT(sv.bus, claimed), 6);
-	ck_assert_int_eq(pending(topics[0], "g"), 1);
+	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 1);
 	service_stop(&sv);
 }
 END_TEST
@@ -554,10 +414,10 @@ START_TEST(test_backlog_read_in_bounded_batches)
 	service_start(&sv, &seen, &o, 0);
 	atomic_store(&peak_bus, sv.bus);
 	/* All 400 at once (a script is atomic): the blocked read sees them. */
-	sync_ok("EVAL %s 1 %s %s",
+	tu_redis_ok("EVAL %s 1 %s %s",
 		"for i = 1, 400 do redis.call('XADD', KEYS[1], '*', 'msg', "
 		"ARGV[1]) end", topics[0], SPEC_COMMAND);
-	WAIT_EQ(STAT(sv.bus, acked), 400);
+	TU_WAIT_EQ(STAT(sv.bus, acked), 400);
 	atomic_store(&peak_bus, NULL);
 	ck_assert_int_eq(atomic_load(&seen.count), 400);
 	peak = atomic_load(&peak_in_flight);
@@ -580,9 +440,9 @@ START_TEST(test_not_admitted_stays_pending)
 	o.no_recovery = true;
 	service_start(&sv, &seen, &o, 0);
 	ck_assert_int_eq(agr_dispatcher_quiesce(sv.disp), 0);
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
-	WAIT_EQ(STAT(sv.bus, not_admitted), 1);
-	ck_assert_int_eq(pending(topics[0], "g"), 1);
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	TU_WAIT_EQ(STAT(sv.bus, not_admitted), 1);
+	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 1);
 	service_stop(&sv);
 }
 END_TEST
@@ -611,7 +471,7 @@ static void publish_task(void *arg)
 	agr_redis_options ro = AGR_REDIS_OPTIONS_INIT;
 	int ret;
 
-	ro.port = server_port;
+	ro.port = tu_redis_port();
 	ret = agr_redis_new(agr_worker_current(), &ro, &p->r);
 	if (ret == 0)
 		ret = agr_wow_publish(p->r, "t8.Order:command", SPEC_COMMAND,
@@ -637,7 +497,7 @@ START_TEST(test_publish)
 	ck_assert_int_eq(agr_scheduler_schedule(sched, 0, publish_task, &p), 0);
 	ck_assert(tu_latch_wait(&p.done, TU_LONG_NS));
 	ck_assert_int_eq(p.err, 0);
-	c = sync_connect();
+	c = tu_redis_connect();
 	r = redisCommand(c, "XRANGE t8.Order:command %s %s", p.id, p.id);
 	ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
 	ck_assert_uint_eq(r->elements, 1);
@@ -696,7 +556,7 @@ START_TEST(test_shutdown_ends_a_livelocked_handler)
 	ck_assert_int_eq(agr_dispatcher_register(sv.disp, NULL,
 						 spinning_handler, NULL), 0);
 	ck_assert_int_eq(agr_dispatcher_start(sv.disp), 0);
-	o.redis.port = server_port;
+	o.redis.port = tu_redis_port();
 	o.scheduler = sv.sched;
 	o.dispatcher = sv.disp;
 	o.topics = topics;
@@ -706,8 +566,8 @@ START_TEST(test_shutdown_ends_a_livelocked_handler)
 	ck_assert_int_eq(agr_wow_bus_new(&o, &sv.bus), 0);
 	ck_assert_int_eq(agr_wow_bus_start(sv.bus), 0);
 	ck_assert_int_eq(agr_wow_bus_wait_ready(sv.bus, TU_LONG_NS), 0);
-	sync_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
-	WAIT_EQ(atomic_load(&spins) > 20, 1);
+	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	TU_WAIT_EQ(atomic_load(&spins) > 20, 1);
 	/* the bug: a graceful stop waits on the handler, whatever the time */
 	ck_assert_int_eq(agr_wow_bus_stop(sv.bus, 300000000ull), -ETIMEDOUT);
 	t0 = tu_now_ns();
@@ -718,7 +578,7 @@ START_TEST(test_shutdown_ends_a_livelocked_handler)
 	agr_dispatcher_free(sv.disp);
 	ck_assert_int_eq(agr_supplier_stop_gracefully(sv.sup, TU_LONG_NS), 0);
 	agr_supplier_free(sv.sup);
-	ck_assert_int_eq(pending(topics[0], o.group), 1); /* not acked */
+	ck_assert_int_eq(tu_redis_pending(topics[0], o.group), 1); /* not acked */
 }
 END_TEST
 
@@ -768,8 +628,8 @@ int main(void)
 		fprintf(stderr, "SKIP: redis-server is not installed\n");
 		return TU_SKIP;
 	}
-	start_server();
+	tu_redis_start("check_wow_bus");
 	rc = tu_run(suite());
-	stop_server();
+	tu_redis_stop();
 	return rc;
 }

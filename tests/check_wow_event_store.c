@@ -4,10 +4,11 @@
  * redis-server (libaggring-redis, aggring/wow_event_store.h).
  *
  * A private redis-server runs on a free loopback port (the test SKIPs
- * without one). Each step runs on a worker, where the event store
- * lives, and the test thread waits for its callback with a latch; what
- * Redis then holds is read back apart, with hiredis's blocking client,
- * so the checks do not trust the code under test.
+ * without one). Each step (wow_event_store_steps.c) runs on a worker,
+ * where the event store lives, and the test thread waits for its
+ * callback with a latch; what Redis then holds is read back apart,
+ * with hiredis's blocking client, so the checks do not trust the code
+ * under test.
  */
 #include <check.h>
 #include <errno.h>
@@ -26,21 +27,15 @@
 #include <aggring.h>
 #include <aggring/redis.h>
 
+#include "wow_event_store_test.h"
 #include "testutil.h"
 
-static const agr_wow_named bank = { "bank", NULL, "Account" };
-
-/* A plain server, and a one-node cluster that owns every slot. */
-struct server {
-	pid_t pid;
-	int port;
-	bool cluster;
-	char dir[64];
-};
+const agr_wow_named bank = { "bank", NULL, "Account" };
 
 static struct server servers[2] = { { .cluster = false },
 				    { .cluster = true } };
-static struct server *server = &servers[0]; /* the fixture's */
+
+struct server *server = &servers[0]; /* the fixture's */
 
 /* Binds loopback port `want` (0: any) and returns the port, or -1. */
 static int try_port(int want)
@@ -213,247 +208,6 @@ static redisReply *sync_cmd(redisContext *c, const char *fmt, ...)
 	return r;
 }
 
-/* ---- steps on the worker ---- */
-
-struct env {
-	agr_supplier *sup;
-	agr_scheduler *sched;
-	agr_redis *redis;
-	agr_wow_event_store *es;
-	redisContext *sync;
-};
-
-static struct env E;
-
-struct step {
-	void (*fn)(struct step *);
-	struct tu_latch done;
-	int status;		/* what the call or its callback said */
-	int value;
-	/* inputs */
-	const char *id;
-	const char *tenant;
-	const char *request;
-	int32_t version;
-	int32_t head, tail;
-	const char *json;
-	/* outputs of a load */
-	size_t count;
-	int32_t versions[8];
-	char request_ids[8][32];
-	char event_names[8][32];
-	char snapshot[1024];
-	/* a scan */
-	const char *after;
-	int limit;
-	char ids[8][32];
-	char tenants[8][32];
-};
-
-static void step_run(void *arg)
-{
-	struct step *s = arg;
-
-	s->fn(s);
-}
-
-static void run(struct step *s, void (*fn)(struct step *))
-{
-	s->fn = fn;
-	tu_latch_init(&s->done, 1);
-	ck_assert_int_eq(agr_scheduler_schedule(E.sched, 0, step_run, s), 0);
-	ck_assert_msg(tu_latch_wait(&s->done, TU_LONG_NS), "step timed out");
-	tu_latch_destroy(&s->done);
-}
-
-static void finish(struct step *s, int status)
-{
-	s->status = status;
-	tu_latch_count_down(&s->done);
-}
-
-static void open_step(struct step *s)
-{
-	agr_redis_options o;
-	int err;
-
-	agr_redis_options_init(&o);
-	o.host = "127.0.0.1";
-	o.port = server->port;
-	o.cluster = server->cluster;
-	err = agr_redis_new(agr_worker_current(), &o, &E.redis);
-	if (!err)
-		err = agr_wow_event_store_new(E.redis, &bank, &E.es);
-	finish(s, err);
-}
-
-/* The fixture checks that the client answers before the steps run. */
-static void ping_reply(agr_redis *r, const struct redisReply *reply, int err,
-		       void *arg)
-{
-	(void)r;
-	finish(arg, err ? err : reply->type == REDIS_REPLY_STATUS ? 0 : -EPROTO);
-}
-
-static void ping_step(struct step *s)
-{
-	int err = agr_redis_command(E.redis, NULL, ping_reply, s, "PING");
-
-	if (err)
-		finish(s, err);
-}
-
-static void closed(void *arg)
-{
-	finish(arg, 0);
-}
-
-static void close_step(struct step *s)
-{
-	agr_wow_event_store_free(E.es);
-	E.es = NULL;
-	agr_redis_close(E.redis, closed, s);
-}
-
-static void status_cb(agr_wow_event_store *es, int status, void *arg)
-{
-	(void)es;
-	finish(arg, status);
-}
-
-static void value_cb(agr_wow_event_store *es, int value, void *arg)
-{
-	struct step *s = arg;
-
-	(void)es;
-	s->value = value;
-	finish(s, value < 0 ? value : 0);
-}
-
-/* One stream of one event, "Deposited" with the version in its body. */
-static void append_step(struct step *s)
-{
-	char stream_id[32], body[32];
-	agr_wow_event ev = { "ev", "Deposited", NULL, "bank.Deposited", body,
-			     0 };
-	agr_wow_event_stream st = {
-		.id = stream_id, .context_name = "bank",
-		.aggregate_name = "Account", .aggregate_id = s->id,
-		.tenant_id = s->tenant, .command_id = s->request,
-		.request_id = s->request, .version = s->version,
-		.events = &ev, .event_count = 1, .create_time = 1733000000000,
-	};
-	int err;
-
-	snprintf(stream_id, sizeof(stream_id), "s-%d", (int)s->version);
-	ev.body_len = (size_t)snprintf(body, sizeof(body), "{\"amount\":%d}",
-				       (int)s->version);
-	err = agr_wow_event_store_append(E.es, &st, status_cb, s);
-	if (err)
-		finish(s, err);
-}
-
-static void load_cb(agr_wow_event_store *es, int status,
-		    agr_wow_event_stream *const *streams,
-		    const char *const *json, const size_t *json_len,
-		    size_t count, void *arg)
-{
-	struct step *s = arg;
-
-	(void)es;
-	(void)json;
-	(void)json_len;
-	s->count = count;
-	for (size_t i = 0; i < count && i < 8; i++) {
-		s->versions[i] = streams[i]->version;
-		snprintf(s->request_ids[i], 32, "%s", streams[i]->request_id);
-		snprintf(s->event_names[i], 32, "%s",
-			 streams[i]->events[0].name);
-	}
-	finish(s, status);
-}
-
-static void load_step(struct step *s)
-{
-	int err = agr_wow_event_store_load(E.es, s->id, s->tenant, s->head,
-					   s->tail, load_cb, s);
-
-	if (err)
-		finish(s, err);
-}
-
-static void last_step(struct step *s)
-{
-	int err = agr_wow_event_store_last_version(E.es, s->id, s->tenant,
-						   value_cb, s);
-
-	if (err)
-		finish(s, err);
-}
-
-static void exists_step(struct step *s)
-{
-	int err = agr_wow_event_store_request_exists(E.es, s->id, s->tenant,
-						     s->request, value_cb, s);
-
-	if (err)
-		finish(s, err);
-}
-
-static void save_step(struct step *s)
-{
-	int err = agr_wow_snapshot_save(E.es, s->id, s->tenant, s->json,
-					strlen(s->json), status_cb, s);
-
-	if (err)
-		finish(s, err);
-}
-
-static void snapshot_cb(agr_wow_event_store *es, int status,
-			const char *json, size_t len, void *arg)
-{
-	struct step *s = arg;
-
-	(void)es;
-	if (!status)
-		snprintf(s->snapshot, sizeof(s->snapshot), "%.*s", (int)len,
-			 json);
-	finish(s, status);
-}
-
-static void snapshot_load_step(struct step *s)
-{
-	int err = agr_wow_snapshot_load(E.es, s->id, s->tenant, snapshot_cb,
-					s);
-
-	if (err)
-		finish(s, err);
-}
-
-static void ids_cb(agr_wow_event_store *es, int status,
-		   const char *const *ids, const char *const *tenants,
-		   size_t count, void *arg)
-{
-	struct step *s = arg;
-
-	(void)es;
-	s->count = count;
-	for (size_t i = 0; i < count && i < 8; i++) {
-		snprintf(s->ids[i], 32, "%s", ids[i]);
-		snprintf(s->tenants[i], 32, "%s", tenants[i]);
-	}
-	finish(s, status);
-}
-
-static void scan_step(struct step *s)
-{
-	int err = agr_wow_event_store_scan_ids(E.es, s->after, s->limit,
-					       ids_cb, s);
-
-	if (err)
-		finish(s, err);
-}
-
 /* ---- fixture ---- */
 
 static void setup_plain(void)
@@ -564,8 +318,20 @@ START_TEST(test_append_and_conflicts)
 	r = sync_cmd(E.sync, "KEYS *dDI*"); /* b64("t2") */
 	ck_assert_int_eq(r->elements, 2); /* acc-'s stream and req_idx */
 	freeReplyObject(r);
+	agr_wow_es_keys_free(&k);
+}
+END_TEST
 
-	/* the stored members parse back with what Wow requires */
+/* The stored members parse back with what Wow requires, byte for byte. */
+START_TEST(test_appended_streams_are_wows)
+{
+	agr_wow_es_keys k;
+	redisReply *r;
+
+	ck_assert_int_eq(append("acc-1", "t1", "req-1", 1), 0);
+	ck_assert_int_eq(append("acc-1", "t1", "req-2", 2), 0);
+	ck_assert_int_eq(append("acc-1", "t1", "req-3", 3), 0);
+	ck_assert_int_eq(agr_wow_es_keys_build(&bank, "acc-1", "t1", &k), 0);
 	r = sync_cmd(E.sync, "ZRANGE %s 0 -1 WITHSCORES", k.stream);
 	ck_assert_int_eq(r->elements, 6);
 	for (size_t i = 0; i < 3; i++) {
@@ -835,6 +601,7 @@ static void add_tests(TCase *tc)
 	tcase_set_timeout(tc, 120);
 	tcase_add_test(tc, test_scripts_are_wows);
 	tcase_add_test(tc, test_append_and_conflicts);
+	tcase_add_test(tc, test_appended_streams_are_wows);
 	tcase_add_test(tc, test_load_last_exists);
 	tcase_add_test(tc, test_load_rejects_foreign_member);
 	tcase_add_test(tc, test_snapshot_guard);

@@ -15,14 +15,12 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <hiredis/hiredis.h>
@@ -33,125 +31,12 @@
 #include <aggring/wow_processor.h>
 
 #include "testutil.h"
-
-static pid_t server_pid;
-static int server_port;
-static char server_dir[64];
-
-static int free_port(void)
-{
-	struct sockaddr_in a = { .sin_family = AF_INET };
-	socklen_t len = sizeof(a);
-	int fd = socket(AF_INET, SOCK_STREAM, 0), port;
-
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof(a)) ||
-	    getsockname(fd, (struct sockaddr *)&a, &len))
-		return -1;
-	port = ntohs(a.sin_port);
-	close(fd);
-	return port;
-}
-
-static redisContext *sync_connect(void)
-{
-	struct timeval tv = { 5, 0 };
-
-	return redisConnectWithTimeout("127.0.0.1", server_port, tv);
-}
-
-static void start_server(void)
-{
-	char port[16];
-	uint64_t deadline;
-
-	snprintf(server_dir, sizeof(server_dir), "/tmp/check_wow_proc.XXXXXX");
-	if (!mkdtemp(server_dir) || (server_port = free_port()) < 0) {
-		perror("check_wow_processor: setup");
-		exit(1);
-	}
-	snprintf(port, sizeof(port), "%d", server_port);
-	server_pid = fork();
-	if (server_pid == 0) {
-		if (!freopen("/dev/null", "w", stdout))
-			_exit(127);
-		execlp("redis-server", "redis-server", "--port", port, "--bind",
-		       "127.0.0.1", "--save", "", "--appendonly", "no",
-		       "--dir", server_dir, "--loglevel", "warning",
-		       (char *)NULL);
-		_exit(127);
-	}
-	deadline = tu_now_ns() + TU_LONG_NS;
-	while (tu_now_ns() < deadline) {
-		redisContext *c = sync_connect();
-		redisReply *r = c && !c->err ? redisCommand(c, "PING") : NULL;
-		bool up = r && r->type == REDIS_REPLY_STATUS;
-		int status;
-
-		if (r)
-			freeReplyObject(r);
-		if (c)
-			redisFree(c);
-		if (up)
-			return;
-		if (waitpid(server_pid, &status, WNOHANG) == server_pid) {
-			fprintf(stderr, "SKIP: redis-server did not start\n");
-			exit(TU_SKIP);
-		}
-		usleep(20000); /* polling the server's start, not a sync */
-	}
-	fprintf(stderr, "check_wow_processor: redis-server did not answer\n");
-	exit(1);
-}
-
-static void stop_server(void)
-{
-	char cmd[128];
-
-	if (server_pid > 0) {
-		kill(server_pid, SIGKILL);
-		waitpid(server_pid, NULL, 0);
-	}
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", server_dir);
-	if (system(cmd) != 0)
-		fprintf(stderr, "check_wow_processor: could not remove %s\n",
-			server_dir);
-}
-
-static void sync_ok(const char *fmt, ...)
-{
-	redisContext *c = sync_connect();
-	redisReply *r;
-	va_list ap;
-
-	ck_assert_ptr_nonnull(c);
-	va_start(ap, fmt);
-	r = redisvCommand(c, fmt, ap);
-	va_end(ap);
-	ck_assert_ptr_nonnull(r);
-	ck_assert_msg(r->type != REDIS_REPLY_ERROR, "redis: %s", r->str);
-	freeReplyObject(r);
-	redisFree(c);
-}
-
-static long long xpending(const char *topic, const char *group)
-{
-	redisContext *c = sync_connect();
-	redisReply *r = redisCommand(c, "XPENDING %s %s", topic, group);
-	long long v = -1;
-
-	if (r && r->type == REDIS_REPLY_ARRAY && r->elements)
-		v = r->element[0]->integer;
-	if (r)
-		freeReplyObject(r);
-	redisFree(c);
-	return v;
-}
+#include "testutil_redis.h"
 
 /* The `msg` of entry `i` of stream `topic` (malloc()ed), or NULL. */
 static char *entry_msg(const char *topic, size_t i, size_t *count)
 {
-	redisContext *c = sync_connect();
+	redisContext *c = tu_redis_connect();
 	redisReply *r = redisCommand(c, "XRANGE %s - +", topic);
 	char *msg = NULL;
 
@@ -321,7 +206,7 @@ static void service_start(struct service *sv, const char *aggregate)
 	snprintf(sv->state_topic, sizeof(sv->topic), "bank.%s:state", aggregate);
 	po.named.context_name = "bank";
 	po.named.aggregate_name = aggregate;
-	po.redis.port = server_port;
+	po.redis.port = tu_redis_port();
 	po.workers = 2;
 	po.on_command = on_command;
 	po.on_sourcing = on_sourcing;
@@ -344,7 +229,7 @@ static void service_start(struct service *sv, const char *aggregate)
 						 agr_wow_processor_handle,
 						 sv->proc), 0);
 	ck_assert_int_eq(agr_dispatcher_start(sv->disp), 0);
-	bo.redis.port = server_port;
+	bo.redis.port = tu_redis_port();
 	bo.scheduler = sv->sched;
 	bo.dispatcher = sv->disp;
 	bo.topics = topics;
@@ -386,16 +271,6 @@ static agr_wow_processor_stats pstats(struct service *sv)
 	return st;
 }
 
-/* Polls `what` until it is `want`, up to the long deadline. */
-#define WAIT_EQ(what, want)                                               \
-	do {                                                              \
-		uint64_t dl_ = tu_now_ns() + TU_LONG_NS;                  \
-		long long v_;                                             \
-		while ((v_ = (what)) != (want) && tu_now_ns() < dl_)      \
-			usleep(10000);                                    \
-		ck_assert_int_eq(v_, (want));                             \
-	} while (0)
-
 /*
  * A command as Wow's CommandJsonSerializer writes it (wow-core
  * JsonSerializerCommandTest's field order), for aggregate `agg`.
@@ -421,7 +296,7 @@ static void send_command(struct service *sv, const char *id,
 		 agg_id, owner, id, extra ? extra : "",
 		 create ? "true" : "false", is_void ? "true" : "false",
 		 allow_create ? "true" : "false", amount);
-	sync_ok("XADD %s * msg %s", sv->topic, msg);
+	tu_redis_ok("XADD %s * msg %s", sv->topic, msg);
 }
 
 static agr_wow_event_stream *event_at(struct service *sv, size_t i)
@@ -461,8 +336,8 @@ START_TEST(test_local_first_copy_and_void_dropped)
 	/* "false": local delivery failed, the copy must be processed */
 	send_command(&sv, "c-lf-false", "{\"local_first\":\"false\"}", "(0)",
 		     "a-1", "", true, false, false, NULL, 5);
-	WAIT_EQ(acked(&sv), 4);
-	ck_assert_int_eq(xpending(sv.topic, GROUP), 0);
+	TU_WAIT_EQ(acked(&sv), 4);
+	ck_assert_int_eq(tu_redis_pending(sv.topic, GROUP), 0);
 	ck_assert_uint_eq(pstats(&sv).local_first, 2);
 	ck_assert_uint_eq(pstats(&sv).void_dropped, 1);
 	ck_assert_uint_eq(pstats(&sv).processed, 1);
@@ -480,12 +355,12 @@ START_TEST(test_preconditions)
 	/* not initialised, neither isCreate nor allowCreate: NotFound */
 	send_command(&sv, "p-1", "{}", "(0)", "b-1", "", false, false, false,
 		     NULL, 5);
-	WAIT_EQ(acked(&sv), 1);
+	TU_WAIT_EQ(acked(&sv), 1);
 	ck_assert_uint_eq(pstats(&sv).failed, 1);
 	/* allowCreate creates, owned by o-1 */
 	send_command(&sv, "p-2", "{}", "(0)", "b-1", "o-1", false, false, true,
 		     NULL, 5);
-	WAIT_EQ(acked(&sv), 2);
+	TU_WAIT_EQ(acked(&sv), 2);
 	ck_assert_uint_eq(pstats(&sv).processed, 1);
 	/* aggregateVersion 5 != 1: CommandExpectVersionConflict */
 	send_command(&sv, "p-3", "{}", "(0)", "b-1", "", false, false, false,
@@ -499,7 +374,7 @@ START_TEST(test_preconditions)
 	/* aggregateVersion 1 == 1, the right owner: applied, version 2 */
 	send_command(&sv, "p-6", "{}", "(0)", "b-1", "o-1", false, false,
 		     false, ",\"aggregateVersion\":1", 7);
-	WAIT_EQ(acked(&sv), 6);
+	TU_WAIT_EQ(acked(&sv), 6);
 	ck_assert_uint_eq(pstats(&sv).failed, 4);
 	ck_assert_uint_eq(pstats(&sv).processed, 2);
 	ck_assert_uint_eq(entries(sv.event_topic), 2);
@@ -528,20 +403,20 @@ START_TEST(test_one_id_two_tenants)
 	service_start(&sv, "Ten");
 	send_command(&sv, "t-1", "{}", "tenant-a", "same-id", "", true, false,
 		     false, NULL, 5);
-	WAIT_EQ(acked(&sv), 1);
+	TU_WAIT_EQ(acked(&sv), 1);
 	send_command(&sv, "t-2", "{}", "tenant-b", "same-id", "", true, false,
 		     false, NULL, 5);
 	/* allowCreate under tenant b: fresh state there, version 1 again */
 	send_command(&sv, "t-3", "{}", "tenant-b", "same-id", "", false,
 		     false, true, NULL, 5);
-	WAIT_EQ(acked(&sv), 3);
-	ck_assert_int_eq(xpending(sv.topic, GROUP), 0);
+	TU_WAIT_EQ(acked(&sv), 3);
+	ck_assert_int_eq(tu_redis_pending(sv.topic, GROUP), 0);
 	ck_assert_uint_eq(pstats(&sv).processed, 1);
 	ck_assert_uint_eq(pstats(&sv).failed, 2);
 	/* tenant a goes on from its own version */
 	send_command(&sv, "t-4", "{}", "tenant-a", "same-id", "", false,
 		     false, false, ",\"aggregateVersion\":1", 5);
-	WAIT_EQ(acked(&sv), 4);
+	TU_WAIT_EQ(acked(&sv), 4);
 	ck_assert_uint_eq(pstats(&sv).processed, 2);
 	t0 = tu_now_ns();
 	service_stop(&sv);
@@ -574,7 +449,7 @@ START_TEST(test_headers_state_event_and_wait_signal)
 		 ep.port);
 	send_command(&sv, "h-1", header, "(0)", "h-1", "", true, false, false,
 		     NULL, 9);
-	WAIT_EQ(acked(&sv), 1);
+	TU_WAIT_EQ(acked(&sv), 1);
 	s = event_at(&sv, 0);
 	ck_assert_str_eq(hdr(s, "trace_id"), "trace-1");
 	ck_assert_str_eq(hdr(s, "upstream_id"), "h-1");
@@ -615,7 +490,7 @@ START_TEST(test_headers_state_event_and_wait_signal)
 		ep.body, "\"function\":{\"functionKind\":\"COMMAND\","
 			 "\"contextName\":\"bank\",\"processorName\":\"Hdr\","
 			 "\"name\":\"onCommand\"}"));
-	WAIT_EQ((long long)pstats(&sv).notified, 1);
+	TU_WAIT_EQ((long long)pstats(&sv).notified, 1);
 	service_stop(&sv);
 	endpoint_stop(&ep);
 }
@@ -635,7 +510,7 @@ START_TEST(test_duplicate_request)
 		     NULL, 5);
 	send_command(&sv, "d-1", "{}", "(0)", "d-1", "", false, false, true,
 		     NULL, 5);
-	WAIT_EQ(acked(&sv), 2);
+	TU_WAIT_EQ(acked(&sv), 2);
 	ck_assert_uint_eq(pstats(&sv).processed, 1);
 	ck_assert_uint_eq(pstats(&sv).failed, 1);
 	ck_assert_uint_eq(entries(sv.event_topic), 1);
@@ -644,7 +519,7 @@ START_TEST(test_duplicate_request)
 	service_start(&sv, "Dup");
 	send_command(&sv, "d-1", "{}", "(0)", "d-1", "", false, false, true,
 		     NULL, 5);
-	WAIT_EQ(acked(&sv), 1);
+	TU_WAIT_EQ(acked(&sv), 1);
 	republish = false;
 	ck_assert_uint_eq(pstats(&sv).republished, 1);
 	ck_assert_uint_eq(pstats(&sv).failed, 0);
@@ -683,7 +558,7 @@ START_TEST(test_two_instances_one_account)
 		send_command(&a, id, "{}", "(0)", "acct", "", false, false, true,
 			     NULL, 1);
 	}
-	WAIT_EQ(acked(&a) + acked(&b), n);
+	TU_WAIT_EQ(acked(&a) + acked(&b), n);
 	ck_assert_uint_eq(pstats(&a).failed + pstats(&b).failed, 0);
 	ck_assert_uint_eq(pstats(&a).processed + pstats(&b).processed,
 			  (uint64_t)n);
@@ -759,8 +634,8 @@ int main(void)
 		fprintf(stderr, "SKIP: redis-server is not installed\n");
 		return TU_SKIP;
 	}
-	start_server();
+	tu_redis_start("check_wow_proc");
 	rc = tu_run(suite());
-	stop_server();
+	tu_redis_stop();
 	return rc;
 }

@@ -16,18 +16,8 @@ top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 . "$top_srcdir/tests/lib.sh"
 ex=$top_builddir/examples
-if [ ! -x "$ex/ledger/ledger_load" ]; then
-	echo "SKIP: examples/ledger/ledger_load was not built (configure found no hiredis)"
-	exit 77
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-examples.XXXXXX") || exit 1
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+require_built "$ex/ledger/ledger_load" "configure found no hiredis"
+use_tmpdir examples
 
 step() {
 	echo "== $*"

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: MIT
-# lib.sh - what the shell tests share: failing, and starting and
-# stopping a server that prints "listening on 127.0.0.1:PORT".
-# Sourced (not run); the sourcing script keeps `set -u` and its traps
-# kill $pids on exit.
+# lib.sh - what the shell tests share: skipping, a scratch directory
+# cleaned up on exit, failing, and starting and stopping a server that
+# prints "listening on 127.0.0.1:PORT" (examples/common/serverctl.sh,
+# which the demo uses too). Sourced (not run); the sourcing script
+# keeps `set -u` and defines top_srcdir.
 
 pids=
 . "$top_srcdir/examples/common/serverctl.sh"
@@ -12,11 +13,54 @@ fail() {
 	exit 1
 }
 
-# kill_servers: for the sourcing script's EXIT trap.
+# require_tools TOOL...: exits 77 (skip), naming the first TOOL that is
+# not installed (and the Debian package of the Redis tools).
+require_tools() {
+	for _tool in "$@"; do
+		command -v "$_tool" >/dev/null 2>&1 && continue
+		case $_tool in
+		redis-server) _hint=" (apt-get install redis-server)" ;;
+		redis-*) _hint=" (apt-get install redis-tools)" ;;
+		*) _hint= ;;
+		esac
+		echo "SKIP: $_tool is not installed$_hint"
+		exit 77
+	done
+}
+
+# require_built FILE WHY: exits 77 (skip) if FILE is not an executable,
+# saying that it was not built and WHY (what configure did not find).
+require_built() {
+	[ -x "$1" ] && return 0
+	echo "SKIP: $1 was not built ($2)"
+	exit 77
+}
+
+# kill_servers: SIGKILL to every server still in $pids.
 kill_servers() {
 	for p in $pids; do
 		kill -KILL "$p" 2>/dev/null
 	done
+}
+
+# use_tmpdir NAME: sets $tmp to a new directory and traps the exit (and
+# INT, TERM, HUP) to kill the servers still running and remove $tmp
+# (kept when KEEP_TMP is set, to look at after a failure).
+use_tmpdir() {
+	tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-$1.XXXXXX") || exit 1
+	trap remove_tmpdir EXIT
+	trap 'exit 1' INT TERM HUP
+}
+
+remove_tmpdir() {
+	kill_servers
+	[ -n "${KEEP_TMP:-}" ] || rm -rf "$tmp"
+}
+
+# wait_gone PID SECONDS WHAT: polls until PID has exited; fails if WHAT
+# is still running after SECONDS.
+wait_gone() {
+	serverctl_wait_gone "$1" "$2" || fail "$3 still running after $2 s"
 }
 
 # start_server LOG CMD...: runs a server in the background and waits,
@@ -55,11 +99,9 @@ start_server() {
 # stop_server LOG: SIGTERM to $pid, then at most 20 s for an exit with
 # status 0 that LOG calls clean.
 stop_server() {
-	serverctl_stop 20
-	status=$?
+	serverctl_stop_clean 20 "$1"
+	clean=$?
 	pids=$(echo " $pids " | sed "s/ $pid / /")
-	[ $status -ne 124 ] || fail "no graceful stop within 20 s"
 	cat "$1"
-	[ $status -eq 0 ] || fail "exit status $status after SIGTERM"
-	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean"
+	[ $clean -eq 0 ] || fail "$why"
 }

@@ -12,16 +12,9 @@ top_srcdir=${top_srcdir:-$(dirname "$0")/..}
 suite=$top_builddir/tests/check_redis_client
 cluster_sh=$top_srcdir/tests/redis_cluster.sh
 
-for tool in redis-server redis-cli; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed (apt-get install redis-server redis-tools)"
-		exit 77
-	fi
-done
-if [ ! -x "$suite" ]; then
-	echo "SKIP: $suite was not built (configure found no hiredis)"
-	exit 77
-fi
+. "$top_srcdir/tests/lib.sh"
+require_tools redis-server redis-cli
+require_built "$suite" "configure found no hiredis"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-redis-client.XXXXXX") || exit 1
 cleanup() {

@@ -408,12 +408,43 @@ static bool status_ok(struct instance *in, struct soak_msg *s)
 }
 
 /* After agr_dispatcher_free(): every message of `in` is ours again. */
+/* What one instance's messages came to. */
+struct outcomes {
+	long admitted, refused, ran, discarded, skipped, failed, interrupted;
+};
+
+/* A message admitted: it completed once, with what its action says. */
+static void count_admitted(struct instance *in, struct soak_msg *s,
+			   int state, struct outcomes *o)
+{
+	ck_assert_msg(state == M_COMPLETED,
+		      "message %s#%" PRIu64 " (%s) admitted "
+		      "to %s gen %u never completed",
+		      s->id_text, s->seq, type_of[s->action],
+		      in->slot->aggregate, in->gen);
+	ck_assert_msg(status_ok(in, s),
+		      "message %s#%" PRIu64 " (%s, ran %d, "
+		      "forced %d) completed with %d",
+		      s->id_text, s->seq, type_of[s->action],
+		      s->ran, atomic_load(&in->forced),
+		      s->status);
+	o->admitted++;
+	o->ran += s->ran;
+	o->discarded += !s->ran && s->status == AGR_DISCARDED;
+	o->skipped += s->action == A_SKIP && s->status == 0;
+	o->interrupted += s->status == AGR_INTERRUPTED;
+	o->failed += s->ran && s->status < 0 && s->status != AGR_INTERRUPTED;
+	if (s->status == AGR_INTERRUPTED)
+		atomic_fetch_add(&t_cancelled, 1);
+	if (s->ran && s->status == expected_status(s->action))
+		by_status[s->action]++;
+}
+
 static void instance_verify_and_free(struct instance *in,
 				     const agr_dispatcher_stats *st)
 {
 	struct soak_msg *s, *next;
-	long admitted = 0, refused = 0, ran = 0, discarded = 0, skipped = 0,
-	     failed = 0, interrupted = 0;
+	struct outcomes o = { 0 };
 	int state;
 
 	for (s = atomic_load(&in->msgs); s; s = next) {
@@ -421,49 +452,27 @@ static void instance_verify_and_free(struct instance *in,
 		state = atomic_load(&s->state);
 		ck_assert_msg(state != M_TWICE, "message %s#%" PRIu64
 			      " completed twice", s->id_text, s->seq);
-		if (state == M_REFUSED) {
-			refused++;
-		} else if (state != M_NEW) {
-			ck_assert_msg(state == M_COMPLETED,
-				      "message %s#%" PRIu64 " (%s) admitted "
-				      "to %s gen %u never completed",
-				      s->id_text, s->seq, type_of[s->action],
-				      in->slot->aggregate, in->gen);
-			ck_assert_msg(status_ok(in, s),
-				      "message %s#%" PRIu64 " (%s, ran %d, "
-				      "forced %d) completed with %d",
-				      s->id_text, s->seq, type_of[s->action],
-				      s->ran, atomic_load(&in->forced),
-				      s->status);
-			admitted++;
-			ran += s->ran;
-			discarded += !s->ran && s->status == AGR_DISCARDED;
-			skipped += s->action == A_SKIP && s->status == 0;
-			interrupted += s->status == AGR_INTERRUPTED;
-			failed += s->ran && s->status < 0 &&
-				  s->status != AGR_INTERRUPTED;
-			if (s->status == AGR_INTERRUPTED)
-				atomic_fetch_add(&t_cancelled, 1);
-			if (s->ran && s->status == expected_status(s->action))
-				by_status[s->action]++;
-		}
+		if (state == M_REFUSED)
+			o.refused++;
+		else if (state != M_NEW)
+			count_admitted(in, s, state, &o);
 		free(s);
 	}
-	ck_assert_int_eq(admitted, atomic_load(&in->admitted));
-	ck_assert_int_eq(admitted, atomic_load(&in->completed));
-	ck_assert_int_eq(refused, atomic_load(&in->refused));
+	ck_assert_int_eq(o.admitted, atomic_load(&in->admitted));
+	ck_assert_int_eq(o.admitted, atomic_load(&in->completed));
+	ck_assert_int_eq(o.refused, atomic_load(&in->refused));
 	/* The dispatcher's own counters, exact once it has stopped. */
-	ck_assert_uint_eq(st->admitted, (uint64_t)admitted);
-	ck_assert_uint_eq(st->refused, (uint64_t)refused);
-	ck_assert_uint_eq(st->discarded, (uint64_t)discarded);
-	ck_assert_uint_eq(st->skipped, (uint64_t)skipped);
-	ck_assert_uint_eq(st->failed, (uint64_t)failed);
-	ck_assert_uint_eq(st->interrupted, (uint64_t)interrupted);
+	ck_assert_uint_eq(st->admitted, (uint64_t)o.admitted);
+	ck_assert_uint_eq(st->refused, (uint64_t)o.refused);
+	ck_assert_uint_eq(st->discarded, (uint64_t)o.discarded);
+	ck_assert_uint_eq(st->skipped, (uint64_t)o.skipped);
+	ck_assert_uint_eq(st->failed, (uint64_t)o.failed);
+	ck_assert_uint_eq(st->interrupted, (uint64_t)o.interrupted);
 	ck_assert_uint_eq(st->handled + st->failed + st->skipped +
 				  st->discarded + st->interrupted,
-			  (uint64_t)admitted);
-	atomic_fetch_add(&t_ran, ran);
-	atomic_fetch_add(&t_discarded, discarded);
+			  (uint64_t)o.admitted);
+	atomic_fetch_add(&t_ran, o.ran);
+	atomic_fetch_add(&t_discarded, o.discarded);
 	close(in->fd);
 	close(in->sock[0]);
 	close(in->sock[1]);
@@ -664,10 +673,45 @@ static unsigned env_uint(const char *name, unsigned dflt)
 	return v && *v ? (unsigned)strtoul(v, NULL, 0) : dflt;
 }
 
+/* Each slot's lock (writers first: a restart must not starve) and instance. */
+static void slots_open(void)
+{
+	pthread_rwlockattr_t ra;
+	unsigned i;
+
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(
+		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	for (i = 0; i < NSLOTS; i++) {
+		pthread_rwlock_init(&slots[i].lock, &ra);
+		slots[i].cur = instance_new(&slots[i]);
+	}
+	pthread_rwlockattr_destroy(&ra);
+}
+
+/* The run's figures, for the log. */
+static void print_totals(uint64_t ns, unsigned restarts)
+{
+	printf("soak: %.1f s, %u restarts (%ld forced, %ld graceful of which "
+	       "%ld ran out of time, %ld overlapping), %ld admitted, %ld ran, "
+	       "%ld discarded, %ld cancelled, %ld refused (%ld ESHUTDOWN, "
+	       "%ld EAGAIN)\n",
+	       (double)ns / 1e9, restarts,
+	       atomic_load(&t_forced), atomic_load(&t_graceful),
+	       atomic_load(&t_graceful_late), atomic_load(&t_overlap),
+	       atomic_load(&t_admitted), atomic_load(&t_ran),
+	       atomic_load(&t_discarded), atomic_load(&t_cancelled),
+	       atomic_load(&t_refused), atomic_load(&t_eshutdown),
+	       atomic_load(&t_eagain));
+	printf("soak: ran to their own status: file %ld, timer %ld, socket "
+	       "%ld, sync %ld, fail %ld, garbage %ld\n",
+	       by_status[A_FILE], by_status[A_TIMER], by_status[A_SOCKET],
+	       by_status[A_SYNC], by_status[A_FAIL], by_status[A_GARBAGE]);
+}
+
 START_TEST(soak)
 {
 	struct producer *prods;
-	pthread_rwlockattr_t ra;
 	uint64_t seed, rng, end, started = tu_now_ns();
 	unsigned seconds = env_uint("SOAK_SECONDS", 10);
 	unsigned i, restarts = 0;
@@ -685,14 +729,7 @@ START_TEST(soak)
 	rng = seed;
 
 	ck_assert_int_eq(agr_supplier_new("soak", 2, &shared), 0);
-	pthread_rwlockattr_init(&ra);
-	pthread_rwlockattr_setkind_np(
-		&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-	for (i = 0; i < NSLOTS; i++) {
-		pthread_rwlock_init(&slots[i].lock, &ra);
-		slots[i].cur = instance_new(&slots[i]);
-	}
-	pthread_rwlockattr_destroy(&ra);
+	slots_open();
 
 	prods = calloc(nproducers, sizeof(*prods));
 	ck_assert_ptr_nonnull(prods);
@@ -726,21 +763,7 @@ START_TEST(soak)
 	agr_supplier_free(shared);
 	tu_assert_no_worker_failure();
 
-	printf("soak: %.1f s, %u restarts (%ld forced, %ld graceful of which "
-	       "%ld ran out of time, %ld overlapping), %ld admitted, %ld ran, "
-	       "%ld discarded, %ld cancelled, %ld refused (%ld ESHUTDOWN, "
-	       "%ld EAGAIN)\n",
-	       (double)(tu_now_ns() - started) / 1e9, restarts,
-	       atomic_load(&t_forced), atomic_load(&t_graceful),
-	       atomic_load(&t_graceful_late), atomic_load(&t_overlap),
-	       atomic_load(&t_admitted), atomic_load(&t_ran),
-	       atomic_load(&t_discarded), atomic_load(&t_cancelled),
-	       atomic_load(&t_refused), atomic_load(&t_eshutdown),
-	       atomic_load(&t_eagain));
-	printf("soak: ran to their own status: file %ld, timer %ld, socket "
-	       "%ld, sync %ld, fail %ld, garbage %ld\n",
-	       by_status[A_FILE], by_status[A_TIMER], by_status[A_SOCKET],
-	       by_status[A_SYNC], by_status[A_FAIL], by_status[A_GARBAGE]);
+	print_totals(tu_now_ns() - started, restarts);
 	ck_assert_int_gt(atomic_load(&t_ran), 0);
 	free(prods);
 }

@@ -11,6 +11,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 /* Automake's exit status for a skipped test. */
 #define TU_SKIP 77
@@ -28,6 +29,20 @@ void tu_require_io_uring(void);
 int tu_run(Suite *s);
 
 uint64_t tu_now_ns(void);
+
+/*
+ * Polls the integer expression `what` until it is `want`, for up to
+ * TU_LONG_NS, then asserts that it is: for a state only another
+ * process (a server) can be asked about, with nothing to wait on.
+ */
+#define TU_WAIT_EQ(what, want)                                            \
+	do {                                                              \
+		uint64_t dl_ = tu_now_ns() + TU_LONG_NS;                  \
+		long long v_;                                             \
+		while ((v_ = (what)) != (want) && tu_now_ns() < dl_)      \
+			usleep(10000);                                    \
+		ck_assert_int_eq(v_, (want));                             \
+	} while (0)
 
 /*
  * Checks made on worker threads: a failed ck_assert there would end the

@@ -31,20 +31,43 @@ serverctl_start() {
 	done
 }
 
+# serverctl_wait_gone PID SECONDS: polls until PID has exited; returns
+# 0 then, or 1 if it is still running after SECONDS.
+serverctl_wait_gone() {
+	_i=0
+	while kill -0 "$1" 2>/dev/null; do
+		_i=$((_i + 1))
+		[ $_i -le $(($2 * 20)) ] || return 1
+		sleep 0.05
+	done
+}
+
 # serverctl_stop SECONDS: SIGTERM to $pid, then at most SECONDS for it
 # to exit. Returns its exit status, or 124 if it had not exited by then
 # (it is then killed with SIGKILL).
 serverctl_stop() {
 	kill -TERM "$pid"
-	_i=0
-	while kill -0 "$pid" 2>/dev/null; do
-		_i=$((_i + 1))
-		if [ $_i -gt $(($1 * 20)) ]; then
-			kill -KILL "$pid" 2>/dev/null
-			wait "$pid" 2>/dev/null
-			return 124
-		fi
-		sleep 0.05
-	done
+	if ! serverctl_wait_gone "$pid" "$1"; then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+		return 124
+	fi
 	wait "$pid"
+}
+
+# serverctl_stop_clean SECONDS LOG: serverctl_stop, then checks that the
+# stop was clean: exit status 0 and "stopped cleanly" in LOG. Returns 0,
+# or 1 with $why saying what was wrong; $status is the exit status.
+serverctl_stop_clean() {
+	serverctl_stop "$1"
+	status=$?
+	why=
+	if [ $status -eq 124 ]; then
+		why="no graceful stop within $1 s"
+	elif [ $status -ne 0 ]; then
+		why="exit status $status after SIGTERM"
+	elif ! grep -q 'stopped cleanly' "$2"; then
+		why="the stop was not clean"
+	fi
+	[ -z "$why" ]
 }

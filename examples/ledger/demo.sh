@@ -74,12 +74,10 @@ start_server() {
 # stop_server LOG: SIGTERM; the server has $stop_deadline seconds to
 # finish every admitted request and exit 0 (then 5 s of grace).
 stop_server() {
-	serverctl_stop $((stop_deadline + 5))
-	status=$?
-	[ $status -ne 124 ] || { pid=; fail "no graceful stop within the deadline"; }
+	serverctl_stop_clean $((stop_deadline + 5)) "$1"
+	clean=$?
 	pid=
-	[ $status -eq 0 ] || fail "the server exited with status $status (see $1)"
-	grep -q 'stopped cleanly' "$1" || fail "the stop was not clean ($1)"
+	[ $clean -eq 0 ] || fail "$why (see $1)"
 }
 
 [ -x "$ex/ledger_server" ] || fail "build first: $ex/ledger_server"

@@ -15,10 +15,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ledger_checkpoint_build.h"
 #include "ledger_journal.h"
 #include "util.h"
-
-#define CHECKPOINT_MAGIC "ledger-checkpoint 1 "
 
 /* ---- finding them ---- */
 
@@ -274,172 +273,6 @@ bool checkpoint_journal_intact(int fd, uint64_t from)
 	return (uint64_t)data <= from;
 }
 
-/* ---- taking one ---- */
-
-/* A transfer's record not yet matched with its other half. */
-struct xrec {
-	char *line; /* "x RECORD" */
-	size_t len;
-	bool debit;
-	char id[REQID_MAX + 1];
-};
-
-/* What a cycle builds before it writes. */
-struct building {
-	struct accounts *accounts;
-	struct xrec *x;
-	size_t nx;
-	uint64_t events;
-	char *out; /* the new file */
-	size_t len, cap, lines;
-};
-
-static void out_add(struct building *b, const char *p, size_t n)
-{
-	if (b->len + n + 1 > b->cap) {
-		b->cap = (b->len + n + 1) * 2;
-		b->out = xrealloc(b->out, b->cap);
-	}
-	memcpy(b->out + b->len, p, n);
-	b->len += n;
-}
-
-static void keep_xfer(void *arg, const struct record *rec)
-{
-	struct building *b = arg;
-	struct xrec *x;
-	char line[RECORD_MAX + 2];
-	size_t n;
-
-	line[0] = 'x';
-	line[1] = ' ';
-	n = 2 + record_encode(line + 2, rec);
-	b->x = xrealloc(b->x, (b->nx + 1) * sizeof(*b->x));
-	x = &b->x[b->nx++];
-	x->line = memcpy(xrealloc(NULL, n), line, n);
-	x->len = n;
-	x->debit = rec->reply == 'd';
-	snprintf(x->id, sizeof(x->id), "%s", rec->reqid);
-}
-
-/* Applies journal-idx.log's records in [from, to) to b. */
-static int add_journal(struct building *b, const char *dir, unsigned idx,
-		       uint64_t from, uint64_t to)
-{
-	char path[PATH_MAX], *line = NULL;
-	struct record rec;
-	size_t cap = 0;
-	ssize_t n = 0;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s/journal-%u.log", dir, idx);
-	f = fopen(path, "r");
-	if (!f || fseeko(f, (off_t)from, SEEK_SET) < 0) {
-		warnf("checkpoint: %s: %s", path, strerror(errno));
-		if (f)
-			fclose(f);
-		return -EIO;
-	}
-	while (from < to && (n = getline(&line, &cap, f)) > 0) {
-		if ((uint64_t)n > to - from ||
-		    !record_parse(line, (size_t)n, &rec) ||
-		    !accounts_apply(b->accounts, &rec))
-			break;
-		if (rec.reply == 'd' || rec.reply == 't' || rec.reply == 'r')
-			keep_xfer(b, &rec);
-		from += (uint64_t)n;
-		b->events++;
-	}
-	free(line);
-	fclose(f);
-	if (from == to)
-		return 0;
-	warnf("checkpoint: %s: no whole record at %" PRIu64 " (durable to %"
-	      PRIu64 ")", path, from, to);
-	return -EIO;
-}
-
-static int xrec_cmp(const void *a, const void *b)
-{
-	const struct xrec *x = a, *y = b;
-	int c = strcmp(x->id, y->id);
-
-	return c ? c : (int)y->debit - (int)x->debit;
-}
-
-/*
- * Drops each debit and the credit or refund that ended it: what stays
- * is the transfers still open, and ends whose debit lies in a journal
- * position this checkpoint does not cover yet.
- */
-static void match_xfers(struct building *b)
-{
-	size_t i, kept = 0;
-
-	if (b->nx)
-		qsort(b->x, b->nx, sizeof(*b->x), xrec_cmp);
-	for (i = 0; i < b->nx; i++) {
-		if (i + 1 < b->nx && b->x[i].debit && !b->x[i + 1].debit &&
-		    strcmp(b->x[i].id, b->x[i + 1].id) == 0) {
-			free(b->x[i].line);
-			free(b->x[i + 1].line);
-			i++;
-			continue;
-		}
-		b->x[kept++] = b->x[i];
-	}
-	b->nx = kept;
-}
-
-static void dump_state(void *arg, const struct record *rec)
-{
-	struct building *b = arg;
-	char line[RECORD_MAX + 2];
-
-	line[0] = 's';
-	line[1] = ' ';
-	out_add(b, line, 2 + record_encode(line + 2, rec));
-	b->lines++;
-}
-
-/* The new checkpoint's text, into b->out. */
-static void build_text(struct building *b, uint64_t seq, uint64_t events,
-		       const uint64_t *pos, unsigned npos)
-{
-	char line[128];
-	unsigned i;
-	size_t k;
-	int n;
-
-	n = snprintf(line, sizeof(line),
-		     CHECKPOINT_MAGIC "%" PRIu64 " %u %" PRIu64 "\n", seq, npos,
-		     events);
-	out_add(b, line, (size_t)n);
-	for (i = 0; i < npos; i++) {
-		n = snprintf(line, sizeof(line), "pos %u %" PRIu64 "\n", i,
-			     pos[i]);
-		out_add(b, line, (size_t)n);
-	}
-	b->lines = 1 + npos;
-	accounts_dump(b->accounts, dump_state, b);
-	for (k = 0; k < b->nx; k++, b->lines++)
-		out_add(b, b->x[k].line, b->x[k].len);
-	n = snprintf(line, sizeof(line), "end %zu %08x\n", b->lines,
-		     (unsigned)record_crc32(b->out, b->len));
-	out_add(b, line, (size_t)n);
-}
-
-static void building_free(struct building *b)
-{
-	size_t i;
-
-	for (i = 0; i < b->nx; i++)
-		free(b->x[i].line);
-	free(b->x);
-	free(b->out);
-	accounts_free(b->accounts);
-}
-
 /* ---- the disk steps ---- */
 
 struct cycle {
@@ -458,7 +291,7 @@ static void trace(const struct cycle *c, enum checkpoint_op op,
 
 /* Writes the new file at tmp; fsync'd unless the planted bug says not. */
 static int write_tmp(const struct cycle *c, const char *tmp,
-		     const struct building *b)
+		     const struct checkpoint_builder *b)
 {
 	int fd, ret = 0;
 	size_t done = 0;
@@ -560,7 +393,7 @@ static int unlink_others(const struct cycle *c, uint64_t keep, uint64_t prev)
 }
 
 /* Steps 1 to 4 (ledger_checkpoint.h) for the text in b. */
-static int commit(struct cycle *c, const struct building *b, uint64_t seq,
+static int commit(struct cycle *c, const struct checkpoint_builder *b, uint64_t seq,
 		  const struct checkpoint *base, const uint64_t *pos,
 		  unsigned npos)
 {
@@ -607,51 +440,146 @@ static unsigned new_positions(const struct checkpoint *base,
 	return n;
 }
 
-/* The SEQ after every checkpoint in dir, valid or not. */
-static uint64_t next_seq(const char *dir)
+/*
+ * Whether checkpoint b->base is on the disk as loaded or written: its
+ * size, and its last line's count and CRC over the rest (a cheap
+ * check, not a parse: the builder's state is what it holds).
+ */
+static bool base_intact(const struct checkpoint_builder *b)
 {
-	uint64_t *seqs, seq = 1;
-	size_t n;
+	char path[PATH_MAX], *buf, *last;
+	size_t len;
+	bool ok;
 
-	if (list_checkpoints(dir, &seqs, &n) == 0 && n)
-		seq = seqs[0] + 1;
+	checkpoint_path(path, sizeof(path), b->dir, b->base.seq, "ckpt");
+	if (read_whole(path, &buf, &len) < 0) {
+		free(buf);
+		return false;
+	}
+	ok = len == b->base.size && len >= 2 && buf[len - 1] == '\n';
+	if (ok) {
+		buf[len - 1] = '\0';
+		last = strrchr(buf, '\n');
+		buf[len - 1] = '\n';
+		ok = last && parse_tail(buf, last + 1, buf + len,
+					1 + b->base.npos + b->base.records);
+	}
+	free(buf);
+	return ok;
+}
+
+/*
+ * Whether b's state is still that of the newest checkpoint in the
+ * directory (none was written, removed or changed behind its back);
+ * *next is the SEQ after every checkpoint there, valid or not.
+ */
+static bool builder_current(const struct checkpoint_builder *b,
+			    uint64_t *next)
+{
+	uint64_t *seqs;
+	size_t n;
+	bool same;
+
+	*next = 1;
+	if (list_checkpoints(b->dir, &seqs, &n) < 0)
+		return false;
+	if (n)
+		*next = seqs[0] + 1;
+	same = n ? seqs[0] == b->base.seq : b->base.seq == 0;
 	free(seqs);
-	return seq;
+	if (!b->loaded || !same || !b->base.seq)
+		return b->loaded && same;
+	return base_intact(b);
+}
+
+/* The checkpoint just made current is what b's state holds now. */
+static void become_base(struct checkpoint_builder *b, uint64_t seq,
+			uint64_t *pos, unsigned npos)
+{
+	free(b->base.pos);
+	b->base.seq = seq;
+	b->base.pos = pos;
+	b->base.npos = npos;
+	b->base.size = b->len;
+	b->base.records = b->lines - 1 - npos;
+	b->base.events += b->events;
+	b->base.skipped = 0;
+}
+
+struct checkpoint_builder *checkpoint_builder_new(const char *dir)
+{
+	struct checkpoint_builder *b = xcalloc(1, sizeof(*b));
+	size_t n = strlen(dir) + 1;
+
+	b->dir = memcpy(xrealloc(NULL, n), dir, n);
+	b->accounts = accounts_new(1);
+	return b;
+}
+
+void checkpoint_builder_free(struct checkpoint_builder *b)
+{
+	if (!b)
+		return;
+	builder_reset(b);
+	accounts_free(b->accounts);
+	free(b->x);
+	free(b->out);
+	free(b->rd);
+	free(b->dir);
+	free(b);
+}
+
+int checkpoint_builder_take(struct checkpoint_builder *b,
+			    const uint64_t *ends, unsigned nends,
+			    const struct checkpoint_options *o,
+			    struct checkpoint_stats *st)
+{
+	struct cycle c = { .dir = b->dir, .o = o };
+	uint64_t t0 = now_ns(), *pos = NULL, seq;
+	unsigned npos = 0, i;
+	int ret = 0;
+
+	if (!builder_current(b, &seq)) {
+		builder_reset(b);
+		ret = builder_load(b);
+	}
+	b->events = 0;
+	for (i = 0; ret == 0 && i < nends; i++)
+		if (ends[i] > checkpoint_pos(&b->base, i))
+			ret = builder_add_journal(b, i,
+						  checkpoint_pos(&b->base, i),
+						  ends[i]);
+	if (ret == 0) {
+		builder_match_xfers(b);
+		npos = new_positions(&b->base, ends, nends, &pos);
+		builder_text(b, seq, b->base.events + b->events, pos, npos);
+		ret = commit(&c, b, seq, &b->base, pos, npos);
+	}
+	if (ret < 0) { /* the state may be past the disk's: load again */
+		free(pos);
+		builder_reset(b);
+		return ret;
+	}
+	if (st) {
+		*st = (struct checkpoint_stats){
+			.seq = seq, .size = b->len,
+			.records = b->lines - 1 - npos, .events = b->events,
+			.freed = c.freed, .duration_ns = now_ns() - t0,
+		};
+		for (i = 0; i < npos; i++)
+			st->journal_pos += pos[i];
+	}
+	become_base(b, seq, pos, npos);
+	return 0;
 }
 
 int checkpoint_take(const char *dir, const uint64_t *ends, unsigned nends,
 		    const struct checkpoint_options *o,
 		    struct checkpoint_stats *st)
 {
-	struct building b = { .accounts = accounts_new(1) };
-	struct cycle c = { .dir = dir, .o = o };
-	struct checkpoint base;
-	uint64_t t0 = now_ns(), *pos = NULL, seq = 0;
-	unsigned npos = 0, i;
-	int ret = checkpoint_load(dir, b.accounts, keep_xfer, &b, &base);
+	struct checkpoint_builder *b = checkpoint_builder_new(dir);
+	int ret = checkpoint_builder_take(b, ends, nends, o, st);
 
-	for (i = 0; ret == 0 && i < nends; i++)
-		if (ends[i] > checkpoint_pos(&base, i))
-			ret = add_journal(&b, dir, i, checkpoint_pos(&base, i),
-					  ends[i]);
-	if (ret == 0) {
-		match_xfers(&b);
-		npos = new_positions(&base, ends, nends, &pos);
-		seq = next_seq(dir);
-		build_text(&b, seq, base.events + b.events, pos, npos);
-		ret = commit(&c, &b, seq, &base, pos, npos);
-	}
-	if (ret == 0 && st) {
-		*st = (struct checkpoint_stats){
-			.seq = seq, .size = b.len, .records = b.lines - 1 - npos,
-			.events = b.events, .freed = c.freed,
-			.duration_ns = now_ns() - t0,
-		};
-		for (i = 0; i < npos; i++)
-			st->journal_pos += pos[i];
-	}
-	free(pos);
-	free(base.pos);
-	building_free(&b);
+	checkpoint_builder_free(b);
 	return ret;
 }

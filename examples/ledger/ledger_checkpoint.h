@@ -142,4 +142,21 @@ int checkpoint_take(const char *dir, const uint64_t *ends, unsigned nends,
 		    const struct checkpoint_options *o,
 		    struct checkpoint_stats *st);
 
+/*
+ * The same cycles, each going on from the state the one before made
+ * current (ledger_checkpoint_build.h): a cycle then reads only the
+ * journal after the last checkpoint, not that checkpoint too. The
+ * checkpointer's; a builder serves one directory and one thread.
+ */
+struct checkpoint_builder;
+
+struct checkpoint_builder *checkpoint_builder_new(const char *dir);
+void checkpoint_builder_free(struct checkpoint_builder *b);
+
+/* As checkpoint_take(), in b's directory. */
+int checkpoint_builder_take(struct checkpoint_builder *b,
+			    const uint64_t *ends, unsigned nends,
+			    const struct checkpoint_options *o,
+			    struct checkpoint_stats *st);
+
 #endif /* LEDGER_CHECKPOINT_H */

@@ -20,6 +20,7 @@
 
 struct checkpointer {
 	const char *dir;
+	struct checkpoint_builder *builder; /* the last cycle's state */
 	struct bank *bank;
 	unsigned nworkers;
 	uint64_t *ends; /* [nends]: the journals' durable ends, as last read */
@@ -89,8 +90,8 @@ static void cycle(struct checkpointer *c, uint64_t events)
 
 	c->st.running = true;
 	pthread_mutex_unlock(&c->lock);
-	ret = checkpoint_take(c->dir, c->ends, c->nends,
-			      c->o.crash ? &c->crash_opts : NULL, &cs);
+	ret = checkpoint_builder_take(c->builder, c->ends, c->nends,
+				      c->o.crash ? &c->crash_opts : NULL, &cs);
 	pthread_mutex_lock(&c->lock);
 	c->st.running = false;
 	if (ret < 0) { /* said why; the last one stays current */
@@ -155,6 +156,7 @@ struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
 	int ret;
 
 	c->dir = dir;
+	c->builder = checkpoint_builder_new(dir);
 	c->bank = bank;
 	c->nworkers = nworkers;
 	c->nends = nends > nworkers ? nends : nworkers;
@@ -219,6 +221,7 @@ void checkpointer_stop(struct checkpointer *c, bool final,
 	checkpointer_get_stats(c, st);
 	pthread_cond_destroy(&c->wake);
 	pthread_mutex_destroy(&c->lock);
+	checkpoint_builder_free(c->builder);
 	free(c->ends);
 	free(c);
 }

@@ -8,8 +8,11 @@
  * The thread reads only what the journals have made durable (each
  * journal's durable_end) and the files; it never touches a worker's
  * state, so a checkpoint never stops service: the workers go on while
- * it replays and writes. It costs a CPU for as long as that takes, at
- * nice 10, so that workers short of CPU come first.
+ * it replays and writes. It keeps the state of the last checkpoint it
+ * made from one cycle to the next (checkpoint_builder_take), so that a
+ * cycle replays only the records journaled since, once each. It costs
+ * a CPU for as long as that takes, at nice 10, so that workers short
+ * of CPU come first.
  */
 #ifndef LEDGER_CHECKPOINTER_H
 #define LEDGER_CHECKPOINTER_H

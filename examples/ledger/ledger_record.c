@@ -88,12 +88,12 @@ bool results_valid(const char *p, size_t len)
 
 static const char hex_digits[] = "0123456789abcdef";
 
-/* The value of hex digit c, or -1. */
+/* The value of lower-case hex digit c, or -1 (per byte of a replay). */
 static int hex_value(char c)
 {
-	const char *d = c ? strchr(hex_digits, c) : NULL;
-
-	return d ? (int)(d - hex_digits) : -1;
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
 }
 
 /*

@@ -273,7 +273,7 @@ void replay_journals(const char *dir, struct accounts *accounts,
 	accounts_each(accounts, count_account, r);
 }
 
-static void dump_account(void *arg, const char *key, long long balance)
+static void print_balance(void *arg, const char *key, long long balance)
 {
 	fprintf(arg, "%s %lld\n", key, balance);
 }
@@ -290,7 +290,7 @@ int replay_verify(const char *dir, const char *dump)
 		f = fopen(dump, "w");
 		if (!f)
 			die("%s: %s", dump, strerror(errno));
-		accounts_each(accounts, dump_account, f);
+		accounts_each(accounts, print_balance, f);
 		/* die() does not return: f is not NULL here. */
 		// cppcheck-suppress nullPointerRedundantCheck
 		if (fclose(f) != 0)

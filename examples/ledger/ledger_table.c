@@ -141,7 +141,7 @@ struct account *table_get(struct accounts *as, struct table *t,
 {
 	uint64_t h = key_hash(key);
 	struct account **slot, *a;
-	size_t len = strlen(key);
+	size_t len;
 
 	if (!t->slots || (t->count + 1) * 4 > (t->mask + 1) * 3)
 		table_grow(t);
@@ -149,6 +149,7 @@ struct account *table_get(struct accounts *as, struct table *t,
 	a = *slot;
 	if (a)
 		return a;
+	len = strlen(key);
 	a = xcalloc(1, sizeof(*a) + len + 1);
 	a->hash = h;
 	memcpy(a->key, key, len + 1);
@@ -233,7 +234,11 @@ static bool record_remembered(const struct record *rec)
 
 bool accounts_apply(struct accounts *a, const struct record *rec)
 {
-	struct table *t = &a->tables[agr_group_key(rec->key, a->ngroups)];
+	/* One table (a checkpoint's): no group to hash for. */
+	struct table *t = &a->tables[a->ngroups > 1 ?
+					     agr_group_key(rec->key,
+							   a->ngroups) :
+					     0];
 	struct account *acct;
 
 	if (rec->kind == RECORD_CLOSE) {
@@ -313,9 +318,9 @@ static void dump_delta(struct record *rec, long long from, long long to,
  * An account as records: its remembered request ids oldest first, each
  * with the balance its reply gave, then its value now.
  */
-static void dump_account(const struct account *a,
-			 void (*fn)(void *arg, const struct record *rec),
-			 void *arg)
+static void account_as_records(const struct account *a,
+			       void (*fn)(void *arg, const struct record *rec),
+			       void *arg)
 {
 	struct record rec;
 	long long at = 0;
@@ -359,6 +364,6 @@ void accounts_dump(const struct accounts *a,
 
 		for (i = 0; t->slots && i <= t->mask; i++)
 			if (t->slots[i])
-				dump_account(t->slots[i], fn, arg);
+				account_as_records(t->slots[i], fn, arg);
 	}
 }

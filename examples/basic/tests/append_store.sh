@@ -8,12 +8,9 @@ set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
 . "$top_srcdir/tests/lib.sh"
+require_tools python3
 ex=$top_builddir/examples/basic
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-store.XXXXXX")
-trap 'kill_servers; rm -rf "$tmp"' EXIT
-
-command -v python3 >/dev/null 2>&1 ||
-	{ echo "SKIP: python3 is needed to drive append_store"; exit 77; }
+use_tmpdir store
 
 "$ex/append_store" --help >"$tmp/help.out" 2>&1 ||
 	fail "append_store --help: exit status $?"

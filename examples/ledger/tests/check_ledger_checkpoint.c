@@ -15,9 +15,12 @@
  *    replies, open transfers) must equal a full replay's.
  * 2. A newest checkpoint cut short or with one byte changed is passed
  *    over: the restart uses the one before and replays longer, to the
- *    same state.
- * 3. Crash states of a checkpoint cycle. Two cycles are recorded
- *    through the checkpoint's trace hook (every write, fsync, rename,
+ *    same state; the next cycle goes on from that one and keeps it as
+ *    the fallback. 1 and 2 run twice: each cycle from the disk alone
+ *    (checkpoint_take), and one builder for every cycle, as the
+ *    server's checkpointer (checkpoint_builder_take).
+ * 3. Crash states of a checkpoint cycle. Two cycles of one builder
+ *    are recorded through the checkpoint's trace hook (every write, fsync, rename,
  *    directory fsync, unlink and punch). At every point between two of
  *    those steps, a crash may leave on the disk: the namespace changes
  *    up to the last directory fsync, plus any prefix of those after it
@@ -327,12 +330,17 @@ static char *full_replay_state(const char *dir)
 	return s;
 }
 
-static uint64_t take(const char *dir, const uint64_t *ends,
-		     const struct checkpoint_options *o)
+/* A cycle: with builder b (kept from cycle to cycle, as the server's), else
+ * from the disk alone. */
+static uint64_t take(struct checkpoint_builder *b, const char *dir,
+		     const uint64_t *ends, const struct checkpoint_options *o)
 {
 	struct checkpoint_stats st;
 
-	CHECK(checkpoint_take(dir, ends, NJ, o, &st) == 0);
+	if (b)
+		CHECK(checkpoint_builder_take(b, ends, NJ, o, &st) == 0);
+	else
+		CHECK(checkpoint_take(dir, ends, NJ, o, &st) == 0);
 	return st.seq;
 }
 
@@ -387,32 +395,53 @@ static uint64_t append_both(const char *dir, const char *ref, unsigned j,
 	return append_records(dir, j, from, to);
 }
 
-static void test_round_trip(void)
+/*
+ * With `kept`, one builder takes every cycle, as the server's
+ * checkpointer does: it must notice a newest checkpoint damaged behind
+ * its back and go on from the valid one before, as a cycle from the
+ * disk alone does.
+ */
+static void test_round_trip(bool kept)
 {
 	char dir[] = "/tmp/ckpt-rt-XXXXXX", ref[] = "/tmp/ckpt-ref-XXXXXX";
+	struct checkpoint_builder *b;
 	uint64_t ends[NJ], s1, s2;
 
 	CHECK(mkdtemp(dir) != NULL && mkdtemp(ref) != NULL);
+	b = kept ? checkpoint_builder_new(dir) : NULL;
 	/* Journal 0 cut before debits whose credits journal 1 has. */
 	ends[0] = append_both(dir, ref, 0, 0, 100);
 	ends[1] = append_both(dir, ref, 1, 0, 160);
 	append_both(dir, ref, 0, 100, 160);
-	s1 = take(dir, ends, NULL);
+	s1 = take(b, dir, ends, NULL);
 	CHECK_EQ(s1, 1);
 	expect_restart(dir, ref, 1, 0);
 	ends[0] = append_both(dir, ref, 0, 160, 400);
 	ends[1] = append_both(dir, ref, 1, 160, 400);
-	s2 = take(dir, ends, NULL);
+	s2 = take(b, dir, ends, NULL);
 	CHECK_EQ(s2, 2);
 	expect_restart(dir, ref, 2, 0);
 	/* A third: the first goes, the second stays as the fallback. */
 	ends[0] = append_both(dir, ref, 0, 400, 420);
-	CHECK_EQ(take(dir, ends, NULL), 3);
+	CHECK_EQ(take(b, dir, ends, NULL), 3);
 	expect_restart(dir, ref, 3, 0);
 	corrupt(dir, 3, false);
 	expect_restart(dir, ref, 2, 1);
 	corrupt(dir, 3, true);
 	expect_restart(dir, ref, 2, 1);
+	/* The next cycles go on from 2, which stays the fallback. */
+	ends[1] = append_both(dir, ref, 1, 400, 440);
+	CHECK_EQ(take(b, dir, ends, NULL), 4);
+	expect_restart(dir, ref, 4, 0);
+	ends[0] = append_both(dir, ref, 0, 420, 450);
+	CHECK_EQ(take(b, dir, ends, NULL), 5);
+	corrupt(dir, 5, false); /* one byte: its size stays */
+	ends[1] = append_both(dir, ref, 1, 440, 470);
+	CHECK_EQ(take(b, dir, ends, NULL), 6);
+	expect_restart(dir, ref, 6, 0);
+	corrupt(dir, 6, false);
+	expect_restart(dir, ref, 4, 1);
+	checkpoint_builder_free(b);
 	CHECK(rm_rf(dir) == 0 && rm_rf(ref) == 0);
 }
 
@@ -876,21 +905,24 @@ static uint64_t crash_run(enum checkpoint_bug bug, unsigned long seed,
 	struct checkpoint_trace tr = { record_op, &log };
 	struct checkpoint_options o = { &tr, bug };
 	struct explore e = { 0 };
+	struct checkpoint_builder *b;
 	uint64_t ends[NJ];
 	size_t k;
 
 	CHECK(mkdtemp(dir) && mkdtemp(ref) && mkdtemp(base));
+	b = checkpoint_builder_new(dir); /* the server's way: one for all */
 	/* Some 4 KiB blocks per cycle and journal, so that each frees some. */
 	ends[0] = append_both(dir, ref, 0, 0, 400);
 	ends[1] = append_both(dir, ref, 1, 0, 500);
-	take(dir, ends, NULL);
+	take(b, dir, ends, NULL);
 	copy_dir(dir, base); /* journals whole: nothing freed yet */
 	ends[0] = append_both(dir, ref, 0, 400, 900);
 	ends[1] = append_both(dir, ref, 1, 500, 850);
-	take(dir, ends, &o);
+	take(b, dir, ends, &o);
 	ends[0] = append_both(dir, ref, 0, 900, 1300);
 	ends[1] = append_both(dir, ref, 1, 850, 1250);
-	take(dir, ends, &o);
+	take(b, dir, ends, &o);
+	checkpoint_builder_free(b);
 	append_both(dir, ref, 0, 1300, 1350); /* past the last cycle's ends */
 	expect = full_replay_state(ref);
 	e = (struct explore){ .log = &log, .base = base, .ref = ref,
@@ -943,8 +975,11 @@ static void test_crash_states(void)
 int main(void)
 {
 	record_init();
-	test_round_trip();
+	test_round_trip(false);
 	printf("round trip and torn checkpoints: OK\n");
+	test_round_trip(true);
+	printf("round trip and torn checkpoints, one builder for every "
+	       "cycle: OK\n");
 	test_crash_states();
 	return 0;
 }

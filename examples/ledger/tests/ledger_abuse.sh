@@ -5,24 +5,13 @@
 # or no io_uring).
 set -u
 
-if ! command -v python3 >/dev/null 2>&1; then
-	echo "SKIP: python3 is not installed"
-	exit 77
-fi
-
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools python3
 server=$top_builddir/examples/ledger/ledger_server
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-abuse.XXXXXX") || exit 1
+use_tmpdir abuse
 pass=sekret
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
 
 echo "== no password"
 start_server "$tmp/open.log" "$server" --port 0 --dir "$tmp/open" \

@@ -7,28 +7,15 @@
 # redis-tools, or no io_uring).
 set -u
 
-for tool in redis-cli redis-benchmark stdbuf; do
-	if ! command -v $tool >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed (apt-get install redis-tools)"
-		exit 77
-	fi
-done
-
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools redis-cli redis-benchmark stdbuf
 server=$top_builddir/examples/ledger/ledger_server
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-clients.XXXXXX") || exit 1
+use_tmpdir clients
 pass=sekret
 max_bulk=65536
 query_limit=131072
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
 
 # A python3 with the redis module: Debian's, even under a pyenv shim.
 # Isolated (-I) and asking for redis.Redis: the build tree's redis/

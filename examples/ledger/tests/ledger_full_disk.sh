@@ -3,10 +3,10 @@
 # beside it): what was acknowledged comes back after a restart, and
 # nothing that was refused. Exit 0 pass, 1 fail, 77 skip.
 set -u
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-full-disk.XXXXXX") || exit 1
-trap 'rm -rf "$tmp"' EXIT
+. "$top_srcdir/tests/lib.sh"
+require_tools python3
+use_tmpdir full-disk
 python3 "$top_srcdir/examples/ledger/tests/ledger_full_disk.py" \
 	"$top_builddir/examples/ledger/ledger_server" "$tmp/data"

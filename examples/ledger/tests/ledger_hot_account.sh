@@ -6,26 +6,13 @@
 # redis-cli, or no io_uring).
 set -u
 
-for tool in redis-benchmark redis-cli; do
-	if ! command -v $tool >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed (apt-get install redis-tools)"
-		exit 77
-	fi
-done
-
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools redis-benchmark redis-cli
 server=$top_builddir/examples/ledger/ledger_server
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-hot.XXXXXX") || exit 1
+use_tmpdir hot
 n=20000
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
 
 get() {
 	redis-cli -p "$port" GET "$1"

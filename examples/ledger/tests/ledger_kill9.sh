@@ -18,34 +18,12 @@ set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools python3 redis-benchmark
 server=$top_builddir/examples/ledger/ledger_server
 acked="python3 $top_srcdir/examples/ledger/tests/ledger_acked.py"
 rounds=${KILL9_ROUNDS:-4}
 
-for tool in python3 redis-benchmark; do
-	if ! command -v $tool >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed"
-		exit 77
-	fi
-done
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-kill9.XXXXXX") || exit 1
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
-
-# wait_gone PID SECONDS WHAT: polls until PID has exited.
-wait_gone() {
-	i=0
-	while kill -0 "$1" 2>/dev/null; do
-		i=$((i + 1))
-		[ $i -le $(($2 * 20)) ] || fail "$3 still running after $2 s"
-		sleep 0.05
-	done
-}
+use_tmpdir kill9
 
 # wait_progress FILE N PID: polls until FILE counts N acknowledgements
 # (at most 30 s), failing early if PID (the client) has ended.

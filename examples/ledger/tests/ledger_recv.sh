@@ -29,14 +29,7 @@ if [ -z "$python" ]; then
 	echo "SKIP: no python3"
 	exit 77
 fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-recv.XXXXXX") || exit 1
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+use_tmpdir recv
 
 # The default --recv, as --help states it.
 default=$("$server" --help | sed -n 's/.*--recv \([a-z]*\) --recv-buffers.*/\1/p')

@@ -5,23 +5,12 @@
 # or no io_uring).
 set -u
 
-if ! command -v redis-cli >/dev/null 2>&1; then
-	echo "SKIP: redis-cli is not installed (apt-get install redis-tools)"
-	exit 77
-fi
-
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools redis-cli
 server=$top_builddir/examples/ledger/ledger_server
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-redis-cli.XXXXXX") || exit 1
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+use_tmpdir redis-cli
 
 # start LOG: the server on a free port.
 start() {

@@ -3,18 +3,12 @@
 # stops within the deadline, says so, and leaves the journal as it was
 # (not cut, not appended). Exit 0 pass, 1 fail, 77 skip (no python3).
 set -u
-command -v python3 >/dev/null 2>&1 || { echo "SKIP: no python3"; exit 77; }
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools python3
 server=$top_builddir/examples/ledger/ledger_server
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-replay-stop.XXXXXX") || exit 1
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+use_tmpdir replay-stop
 
 # 3,000,000 valid records on 1,000 accounts, and a torn tail that a
 # finished replay would cut off.

@@ -11,17 +11,9 @@ set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools python3
 server=$top_builddir/examples/ledger/ledger_server
-command -v python3 >/dev/null 2>&1 ||
-	{ echo "SKIP: python3 is needed to drive ledger_server"; exit 77; }
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-sigterm.XXXXXX") || exit 1
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+use_tmpdir sigterm
 
 start_server "$tmp/server.log" "$server" --port 0 --dir "$tmp/data" \
 	--workers 2 --shutdown-timeout 30

@@ -8,24 +8,13 @@
 # redis-cli or no io_uring).
 set -u
 
-if ! command -v redis-cli >/dev/null 2>&1; then
-	echo "SKIP: redis-cli is not installed (apt-get install redis-tools)"
-	exit 77
-fi
-
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools redis-cli
 server=$top_builddir/examples/ledger/ledger_server
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-transfer.XXXXXX") || exit 1
+use_tmpdir transfer
 big=9223372036854775800 # a credit of 8 or more would overflow it
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
 
 expect() {
 	want=$1

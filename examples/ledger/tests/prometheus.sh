@@ -12,29 +12,13 @@
 # prometheus or python3, or no io_uring).
 set -u
 
-for tool in promtool prometheus python3; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed (apt-get install prometheus python3)"
-		exit 77
-	fi
-done
-
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 . "$top_srcdir/tests/lib.sh"
+require_tools promtool prometheus python3
 ex=$top_builddir/examples/ledger
-if [ ! -x "$ex/ledger_load" ]; then
-	echo "SKIP: examples/ledger/ledger_load was not built (configure found no hiredis)"
-	exit 77
-fi
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-prometheus.XXXXXX") || exit 1
-
-cleanup() {
-	kill_servers
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM HUP
+require_built "$ex/ledger_load" "configure found no hiredis"
+use_tmpdir prometheus
 
 step() {
 	echo "== $*"

@@ -25,18 +25,11 @@ commands=${WOW_SCALE_COMMANDS:-20000}
 accounts=1000
 deadline_s=${WOW_SCALE_DEADLINE:-180}
 
-for tool in redis-server redis-cli; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed (apt-get install redis-server redis-tools)"
-		exit 77
-	fi
-done
+. "$top_srcdir/tests/lib.sh"
+require_tools redis-server redis-cli
 for prog in "$ex/wow_ledger" "$ex/wow_produce" "$ex/wow_project" \
 	"$top_builddir/examples/wow/tests/wow_verify"; do
-	if [ ! -x "$prog" ]; then
-		echo "SKIP: $prog was not built (configure found no hiredis or json-c)"
-		exit 77
-	fi
+	require_built "$prog" "configure found no hiredis or json-c"
 done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-wow-scale.XXXXXX") || exit 1

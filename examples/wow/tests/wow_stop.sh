@@ -8,19 +8,13 @@
 set -u
 
 top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-$(dirname "$0")/../../..}
 ledger=$top_builddir/examples/wow/wow_ledger
 stop_s=${WOW_STOP_DEADLINE:-40}
 
-for tool in redis-server redis-cli; do
-	if ! command -v "$tool" >/dev/null 2>&1; then
-		echo "SKIP: $tool is not installed (apt-get install redis-server redis-tools)"
-		exit 77
-	fi
-done
-if [ ! -x "$ledger" ]; then
-	echo "SKIP: $ledger was not built (configure found no hiredis or json-c)"
-	exit 77
-fi
+. "$top_srcdir/tests/lib.sh"
+require_tools redis-server redis-cli
+require_built "$ledger" "configure found no hiredis or json-c"
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/aggring-wow-stop.XXXXXX") || exit 1
 rpid=

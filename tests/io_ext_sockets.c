@@ -1,0 +1,447 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * io_ext_sockets.c - check_io_ext's socket cases: a multishot receive
+ * into a provided buffer ring (intact, and ended by a force stop), and a
+ * zero-copy send (its completion and notification, and a force stop
+ * that gives up on a notification from a peer that never reads).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <aggring.h>
+#include <liburing.h>
+
+#include "io_ext_test.h"
+#include "testutil.h"
+
+/* ---- multishot receive into a provided buffer ring ---- */
+
+#define MESSAGES 100000
+
+#define MAX_MESSAGE 512
+
+#define RECV_BUFS 8
+
+#define RECV_BUF_SIZE 2048
+
+#define HOARD_CQES 200 /* buffers kept, not recycled, at first: ENOBUFS */
+
+static uint32_t next_rand(uint32_t *x)
+{
+	*x ^= *x << 13;
+	*x ^= *x >> 17;
+	*x ^= *x << 5;
+	return *x;
+}
+
+struct stream {
+	int sv[2];
+	uint64_t sent, received;
+	uint32_t check_state; /* the byte stream's generator, receiver side */
+	agr_buf_ring *br;
+	int hoarded[RECV_BUFS];
+	int nhoarded;
+	long cqes, rearms, enobufs;
+	bool mismatch;
+	int end_res;
+	struct tu_latch armed, done;
+};
+
+static void *send_messages(void *arg)
+{
+	struct stream *st = arg;
+	uint32_t bytes = 0x12345u, sizes = 0x9e3779b9u;
+	unsigned char msg[MAX_MESSAGE];
+	int i, n, k, off, w;
+
+	for (i = 0; i < MESSAGES; i++) {
+		n = 1 + (int)(next_rand(&sizes) % MAX_MESSAGE);
+		for (k = 0; k < n; k++)
+			msg[k] = (unsigned char)next_rand(&bytes);
+		for (off = 0; off < n; off += w) {
+			w = (int)write(st->sv[1], msg + off, (size_t)(n - off));
+			if (w <= 0)
+				return NULL;
+		}
+		st->sent += (uint64_t)n;
+	}
+	shutdown(st->sv[1], SHUT_WR);
+	return NULL;
+}
+
+static void on_recv(int res, unsigned flags, void *arg);
+
+static void arm_recv(struct stream *st)
+{
+	agr_worker *w = agr_buf_ring_worker(st->br);
+
+	TU_EXPECT(agr_io_recv_multishot(w, st->sv[0], st->br, 0, on_recv,
+					st) == 0);
+}
+
+static void check_bytes(struct stream *st, const unsigned char *p, int n)
+{
+	int k;
+
+	for (k = 0; k < n; k++)
+		if (p[k] != (unsigned char)next_rand(&st->check_state))
+			st->mismatch = true;
+	st->received += (uint64_t)n;
+}
+
+static void give_back_hoard(struct stream *st)
+{
+	while (st->nhoarded > 0)
+		TU_EXPECT(agr_buf_ring_recycle(
+				  st->br,
+				  (unsigned)st->hoarded[--st->nhoarded]) == 0);
+}
+
+static void on_recv(int res, unsigned flags, void *arg)
+{
+	struct stream *st = arg;
+	int bid = agr_buf_ring_bid(flags);
+
+	st->cqes++;
+	if (res > 0) {
+		TU_EXPECT(bid >= 0);
+		check_bytes(st, agr_buf_ring_buf(st->br, (unsigned)bid), res);
+		if (st->cqes <= HOARD_CQES && st->nhoarded < RECV_BUFS)
+			st->hoarded[st->nhoarded++] = bid;
+		else
+			TU_EXPECT(agr_buf_ring_recycle(st->br,
+						       (unsigned)bid) == 0);
+	}
+	if (flags & IORING_CQE_F_MORE)
+		return;
+	if (res == -ENOBUFS) { /* the ring ran dry: give back, arm again */
+		st->enobufs++;
+		give_back_hoard(st);
+		st->rearms++;
+		arm_recv(st);
+		return;
+	}
+	if (res > 0) { /* the kernel may end a multishot at any time */
+		st->rearms++;
+		arm_recv(st);
+		return;
+	}
+	give_back_hoard(st);
+	st->end_res = res;
+	agr_buf_ring_free(st->br);
+	st->br = NULL;
+	tu_latch_count_down(&st->done);
+}
+
+static void start_stream(void *arg)
+{
+	struct stream *st = arg;
+
+	TU_EXPECT(agr_buf_ring_new(agr_worker_current(), 7, RECV_BUFS,
+				   RECV_BUF_SIZE, &st->br) == 0);
+	arm_recv(st);
+	tu_latch_count_down(&st->armed);
+}
+
+START_TEST(multishot_recv_with_buffer_ring_is_intact)
+{
+	struct stream *st = calloc(1, sizeof(*st));
+	pthread_t sender;
+	struct rig g;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
+	st->check_state = 0x12345u;
+	st->end_res = 1;
+	tu_latch_init(&st->armed, 1);
+	tu_latch_init(&st->done, 1);
+	rig_up(&g, 0);
+	run_on(&g, start_stream, st);
+	ck_assert_int_eq(pthread_create(&sender, NULL, send_messages, st), 0);
+	ck_assert(tu_latch_wait(&st->done, TU_LONG_NS));
+	pthread_join(sender, NULL);
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(st->end_res, 0); /* the peer's shutdown */
+	ck_assert(!st->mismatch);
+	ck_assert_uint_eq(st->received, st->sent);
+	ck_assert_uint_gt(st->sent, MESSAGES);
+	ck_assert_int_ge(st->enobufs, 1);
+	close(st->sv[0]);
+	close(st->sv[1]);
+	tu_latch_destroy(&st->armed);
+	tu_latch_destroy(&st->done);
+	free(st);
+}
+END_TEST
+
+/* A force stop ends an armed multishot receive, once, with -ECANCELED. */
+START_TEST(multishot_recv_ends_on_force_stop)
+{
+	struct stream *st = calloc(1, sizeof(*st));
+	struct rig g;
+
+	ck_assert_ptr_nonnull(st);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
+	st->end_res = 1;
+	tu_latch_init(&st->armed, 1);
+	tu_latch_init(&st->done, 1);
+	rig_up(&g, 0);
+	run_on(&g, start_stream, st);
+	ck_assert(tu_latch_wait(&st->armed, TU_LONG_NS));
+	ck_assert_int_eq(agr_supplier_force_stop(g.sup), 0);
+	ck_assert(tu_latch_wait(&st->done, TU_LONG_NS));
+	ck_assert_int_eq(st->end_res, -ECANCELED);
+	ck_assert_int_eq(st->cqes, 1);
+	ck_assert_int_eq(agr_supplier_stop_gracefully(g.sup, TU_LONG_NS), 0);
+	agr_supplier_free(g.sup);
+	tu_assert_no_worker_failure();
+	close(st->sv[0]);
+	close(st->sv[1]);
+	tu_latch_destroy(&st->armed);
+	tu_latch_destroy(&st->done);
+	free(st);
+}
+END_TEST
+
+/* ---- zero-copy send ---- */
+
+#define ZC_LEN 65536
+
+struct zc_run {
+	int fd;
+	unsigned char *buf;
+	int first_res;
+	unsigned first_flags;
+	int completions, notifications, order_ok;
+	struct tu_latch notified;
+};
+
+static void on_zc(int res, unsigned flags, void *arg)
+{
+	struct zc_run *z = arg;
+
+	if (flags & IORING_CQE_F_NOTIF) {
+		z->notifications++;
+		z->order_ok = z->completions == 1;
+		TU_EXPECT(!(flags & IORING_CQE_F_MORE));
+		tu_latch_count_down(&z->notified);
+		return;
+	}
+	z->completions++;
+	z->first_res = res;
+	z->first_flags = flags;
+}
+
+static void send_zero_copy(void *arg)
+{
+	struct zc_run *z = arg;
+
+	TU_EXPECT(agr_io_send_zc(agr_worker_current(), z->fd, z->buf, ZC_LEN,
+				 MSG_NOSIGNAL, on_zc, z) == 0);
+}
+
+static void tcp_pair(int *client, int *server)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t len = sizeof(a);
+	int l = socket(AF_INET, SOCK_STREAM, 0);
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	ck_assert_int_ge(l, 0);
+	ck_assert_int_eq(bind(l, (struct sockaddr *)&a, sizeof(a)), 0);
+	ck_assert_int_eq(listen(l, 1), 0);
+	ck_assert_int_eq(getsockname(l, (struct sockaddr *)&a, &len), 0);
+	*client = socket(AF_INET, SOCK_STREAM, 0);
+	ck_assert_int_eq(connect(*client, (struct sockaddr *)&a, sizeof(a)),
+			 0);
+	*server = accept(l, NULL, NULL);
+	ck_assert_int_ge(*server, 0);
+	close(l);
+}
+
+START_TEST(zero_copy_send_reports_completion_and_notification)
+{
+	struct zc_run z = { .first_res = 1 };
+	unsigned char *back = malloc(ZC_LEN);
+	int client, server, i;
+	ssize_t got, total = 0;
+	struct rig g;
+
+	ck_assert_ptr_nonnull(back);
+	z.buf = malloc(ZC_LEN);
+	ck_assert_ptr_nonnull(z.buf);
+	for (i = 0; i < ZC_LEN; i++)
+		z.buf[i] = (unsigned char)(i * 7);
+	tcp_pair(&client, &server);
+	z.fd = client;
+	tu_latch_init(&z.notified, 1);
+	rig_up(&g, 0);
+	run_on(&g, send_zero_copy, &z);
+	while (total < ZC_LEN) {
+		got = read(server, back + total, (size_t)(ZC_LEN - total));
+		ck_assert_int_gt(got, 0);
+		total += got;
+	}
+	ck_assert(tu_latch_wait(&z.notified, TU_LONG_NS));
+	rig_down(&g);
+	tu_assert_no_worker_failure();
+	ck_assert_int_eq(z.first_res, ZC_LEN);
+	ck_assert(z.first_flags & IORING_CQE_F_MORE);
+	ck_assert_int_eq(z.completions, 1);
+	ck_assert_int_eq(z.notifications, 1);
+	ck_assert(z.order_ok);
+	ck_assert(memcmp(back, z.buf, ZC_LEN) == 0);
+	close(client);
+	close(server);
+	free(z.buf);
+	free(back);
+	tu_latch_destroy(&z.notified);
+}
+END_TEST
+
+/* ---- zero-copy send to a peer that never reads ---- */
+
+#define ZC_BIG (8 << 20)
+
+struct zc_stall {
+	int fd;
+	unsigned char *buf;
+	atomic_int submit_ret, calls, last_res;
+	atomic_uint last_flags;
+	struct tu_latch submitted;
+};
+
+static struct tu_tally zc_reports; /* the worker's 5 s reports */
+
+static void zc_log_hook(agr_log_level level, const char *msg, void *arg)
+{
+	(void)arg;
+	if (level == AGR_LOG_WARN && strstr(msg, "ioext-Order-0") &&
+	    strstr(msg, "zero-copy send notification"))
+		tu_tally_add(&zc_reports);
+}
+
+static void on_zc_stall(int res, unsigned flags, void *arg)
+{
+	struct zc_stall *z = arg;
+
+	atomic_store(&z->last_res, res);
+	atomic_store(&z->last_flags, flags);
+	atomic_fetch_add(&z->calls, 1);
+}
+
+static void send_big(void *arg)
+{
+	struct zc_stall *z = arg;
+
+	atomic_store(&z->submit_ret,
+		     agr_io_send_zc(agr_worker_current(), z->fd, z->buf, ZC_BIG,
+				    MSG_NOSIGNAL, on_zc_stall, z));
+	tu_latch_count_down(&z->submitted);
+}
+
+struct freer {
+	agr_supplier *sup;
+	struct tu_latch done;
+};
+
+static void *free_supplier(void *arg)
+{
+	struct freer *f = arg;
+
+	agr_supplier_free(f->sup);
+	tu_latch_count_down(&f->done);
+	return NULL;
+}
+
+/* Bytes the peer has not read; waits (bounded) until there are some. */
+static int wait_unread(int fd)
+{
+	uint64_t deadline = tu_now_ns() + TU_LONG_NS;
+	struct timespec pause = { 0, 1000000 };
+	int n = 0;
+
+	while (ioctl(fd, FIONREAD, &n) == 0 && n == 0 &&
+	       tu_now_ns() < deadline)
+		nanosleep(&pause, NULL);
+	return n;
+}
+
+/*
+ * 8 MiB sent zero-copy to a loopback peer that never reads: the kernel
+ * holds the pages of the bytes queued at the peer, and the notification
+ * comes only when it reads or closes. A force stop cancels the send,
+ * names the notification it waits for every 5 s, and gives up on it
+ * 10 s in: the callback runs one last time (-ETIMEDOUT, F_NOTIF) and
+ * the free returns. Before, the free waited silently until the peer
+ * closed its socket.
+ */
+START_TEST(force_stop_gives_up_on_a_zero_copy_notification)
+{
+	struct zc_stall z = { .fd = -1 };
+	struct freer f;
+	int client, server;
+	uint64_t before, took;
+	pthread_t th;
+	struct rig g;
+
+	z.buf = calloc(1, ZC_BIG);
+	ck_assert_ptr_nonnull(z.buf);
+	tcp_pair(&client, &server);
+	z.fd = client;
+	atomic_init(&z.submit_ret, 1);
+	tu_latch_init(&z.submitted, 1);
+	tu_tally_init(&zc_reports);
+	agr_set_log_hook(zc_log_hook, NULL);
+	rig_up(&g, 0);
+	run_on(&g, send_big, &z);
+	ck_assert(tu_latch_wait(&z.submitted, TU_LONG_NS));
+	ck_assert_int_eq(atomic_load(&z.submit_ret), 0);
+	ck_assert_int_gt(wait_unread(server), 0);
+
+	before = tu_now_ns();
+	ck_assert_int_eq(agr_supplier_force_stop(g.sup), 0);
+	f.sup = g.sup;
+	tu_latch_init(&f.done, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, free_supplier, &f), 0);
+	ck_assert_msg(tu_tally_wait(&zc_reports, 1, TU_LONG_NS),
+		      "nothing said what holds the stop");
+	ck_assert_msg(tu_latch_wait(&f.done, TU_LONG_NS),
+		      "agr_supplier_free() still waits for the peer");
+	took = tu_now_ns() - before;
+	pthread_join(th, NULL);
+	ck_assert_uint_ge(took, 4000 * MS);
+	ck_assert_int_eq(atomic_load(&z.calls), 2);
+	ck_assert_int_eq(atomic_load(&z.last_res), -ETIMEDOUT);
+	ck_assert(atomic_load(&z.last_flags) & IORING_CQE_F_NOTIF);
+	agr_set_log_hook(NULL, NULL);
+	/* The peer's close releases the pages; then the buffer is ours. */
+	close(server);
+	close(client);
+	free(z.buf);
+	tu_latch_destroy(&f.done);
+	tu_latch_destroy(&z.submitted);
+	tu_tally_destroy(&zc_reports);
+}
+END_TEST
+
+void io_ext_socket_tests(TCase *c)
+{
+	tcase_add_test(c, multishot_recv_with_buffer_ring_is_intact);
+	tcase_add_test(c, multishot_recv_ends_on_force_stop);
+	tcase_add_test(c, zero_copy_send_reports_completion_and_notification);
+	tcase_add_test(c, force_stop_gives_up_on_a_zero_copy_notification);
+}

@@ -1,0 +1,22 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * wow_codec_test.h - what the files of check_wow_codec share
+ * (check_wow_codec.c, wow_codec_events.c).
+ */
+#ifndef TESTS_WOW_CODEC_TEST_H
+#define TESTS_WOW_CODEC_TEST_H
+
+#include <check.h>
+#include <stddef.h>
+
+#include <aggring/redis.h>
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* The spec's section 3 command example, in Wow's serializer order. */
+extern const char spec_command[];
+
+/* wow_codec_events.c */
+void wow_codec_event_tests(TCase *json);
+
+#endif /* TESTS_WOW_CODEC_TEST_H */
