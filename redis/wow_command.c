@@ -113,7 +113,7 @@ static int read_fields(struct json_object *o, void *doc)
 	return 0;
 }
 
-static void free_parts(void *doc)
+static void free_command_parts(void *doc)
 {
 	struct decoded_command *d = doc;
 
@@ -122,7 +122,7 @@ static void free_parts(void *doc)
 
 static const struct agr__wow_doc_kind command_doc = {
 	WHAT, sizeof(struct decoded_command),
-	offsetof(struct decoded_command, root), read_fields, free_parts
+	offsetof(struct decoded_command, root), read_fields, free_command_parts
 };
 
 AGR_API int agr_wow_command_decode(const char *json, size_t len,

@@ -227,7 +227,7 @@ static int read_doc(struct json_object *root, void *doc)
 	return agr__wow_stream_read(root, WHAT, &d->pub, &d->parts);
 }
 
-static void free_parts(void *doc)
+static void free_stream_parts(void *doc)
 {
 	struct decoded_stream *d = doc;
 
@@ -236,7 +236,7 @@ static void free_parts(void *doc)
 
 static const struct agr__wow_doc_kind stream_doc = {
 	WHAT, sizeof(struct decoded_stream),
-	offsetof(struct decoded_stream, root), read_doc, free_parts
+	offsetof(struct decoded_stream, root), read_doc, free_stream_parts
 };
 
 AGR_API int agr_wow_event_stream_decode(const char *json, size_t len,

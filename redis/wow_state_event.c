@@ -66,7 +66,7 @@ static int read_fields(struct json_object *o, void *doc)
 	return 0;
 }
 
-static void free_parts(void *doc)
+static void free_state_parts(void *doc)
 {
 	struct decoded_state *d = doc;
 
@@ -75,7 +75,7 @@ static void free_parts(void *doc)
 
 static const struct agr__wow_doc_kind state_doc = {
 	WHAT, sizeof(struct decoded_state),
-	offsetof(struct decoded_state, root), read_fields, free_parts
+	offsetof(struct decoded_state, root), read_fields, free_state_parts
 };
 
 AGR_API int agr_wow_state_event_decode(const char *json, size_t len,

@@ -70,12 +70,8 @@ bench/scale.c:main
 # tests/: files being reworked apart at the time of writing (the Redis
 # fixture that check_redis_client.c and check_wow_processor.c share; the
 # options structs of check_options.c): to split once that has landed.
-# check_ledger_checkpoint.c: its crash-state part was split out while the
-# kept-builder cases were written into it; the two met in one merge, so
-# the split is to be made again on the merged file.
 ALLOWED="$ALLOWED
 tests/check_redis_client.c
-examples/ledger/tests/check_ledger_checkpoint.c
 tests/check_wow_processor.c:test_headers_state_event_and_wait_signal
 tests/check_options.c:bad_values_are_refused_by_name
 "
