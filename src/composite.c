@@ -11,6 +11,7 @@
 #include "handle.h"
 #include "internal.h"
 #include "util.h"
+#include "versioned.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,15 +101,24 @@ static void free_children(struct agr_composite *c)
 	}
 }
 
-AGR_API int agr_composite_new(const agr_composite_options *o,
+static const struct agr__layout options_layout =
+	AGR__LAYOUT(agr_composite_options, AGR_COMPOSITE_OPTIONS_INIT);
+
+AGR_API int agr_composite_new(const agr_composite_options *opts,
 			      agr_composite **out)
 {
+	agr_composite_options local = AGR_COMPOSITE_OPTIONS_INIT;
+	const agr_composite_options *o = &local;
 	struct agr_composite *c;
 	int ret;
 
-	if (!o || !out || !o->name || !*o->name || !o->supplier) {
+	if (opts && out &&
+	    (ret = agr__read_versioned(&local, opts, &options_layout,
+				       "agr_composite_new")))
+		return ret;
+	if (!opts || !out || !o->name || !*o->name || !o->supplier) {
 		agr__log(AGR_LOG_ERROR, "agr_composite_new: %s; -EINVAL",
-			 !o ? "options is NULL" :
+			 !opts ? "options is NULL" :
 			 !out ? "out is NULL" :
 			 !o->name || !*o->name ? "options.name is NULL or empty" :
 						 "options.supplier is NULL");

@@ -29,6 +29,7 @@
 #include "scheduler.h"
 #include "settings.h"
 #include "util.h"
+#include "versioned.h"
 
 #include <limits.h>
 #include <stddef.h>
@@ -1136,19 +1137,25 @@ static int alloc_latency(struct agr_dispatcher *d)
 
 static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns);
 
-AGR_API int agr_dispatcher_new(const agr_dispatcher_options *o,
+static const struct agr__layout options_layout =
+	AGR__LAYOUT(agr_dispatcher_options, AGR_DISPATCHER_OPTIONS_INIT);
+
+AGR_API int agr_dispatcher_new(const agr_dispatcher_options *opts,
 			       agr_dispatcher **out)
 {
+	agr_dispatcher_options local = AGR_DISPATCHER_OPTIONS_INIT;
+	const agr_dispatcher_options *o = &local;
 	struct agr_dispatcher *d;
 	int parallelism, ret;
 
-	if (!o || !out) {
+	if (!opts || !out) {
 		agr__log(AGR_LOG_ERROR, "agr_dispatcher_new: %s is NULL; "
-			 "-EINVAL", o ? "out" : "options");
+			 "-EINVAL", opts ? "out" : "options");
 		return -EINVAL;
 	}
-	ret = check_options(o);
-	if (ret)
+	if ((ret = agr__read_versioned(&local, opts, &options_layout,
+				       "agr_dispatcher_new")) ||
+	    (ret = check_options(o)))
 		return ret;
 	parallelism = agr__setting_count(AGR__SETTING_PARALLELISM,
 					 o->parallelism,

@@ -35,6 +35,7 @@
 #include "dispatcher.h"
 #include "handle.h"
 #include "util.h"
+#include "versioned.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -232,24 +233,28 @@ AGR_API void agr_runtime_options_init(agr_runtime_options *o)
 {
 	if (!o)
 		return;
-	memset(o, 0, sizeof(*o));
-	o->shutdown_timeout_ns = AGR_RUNTIME_DEFAULT_TIMEOUT_NS;
-	o->quiet_period_ns = AGR_RUNTIME_DEFAULT_QUIET_NS;
+	*o = (agr_runtime_options)AGR_RUNTIME_OPTIONS_INIT;
 }
+
+static const struct agr__layout options_layout =
+	AGR__LAYOUT(agr_runtime_options, AGR_RUNTIME_OPTIONS_INIT);
+static const struct agr__layout ops_layout =
+	AGR__LAYOUT(agr_component_ops, AGR_COMPONENT_OPS_INIT);
 
 AGR_API int agr_runtime_new(const agr_runtime_options *options,
 			    agr_runtime **out)
 {
 	struct agr_runtime *rt;
-	agr_runtime_options o;
+	agr_runtime_options o = AGR_RUNTIME_OPTIONS_INIT;
+	int ret;
 
 	if (!out) {
 		agr__log(AGR_LOG_ERROR, "agr_runtime_new: out is NULL; -EINVAL");
 		return -EINVAL;
 	}
-	agr_runtime_options_init(&o);
-	if (options)
-		o = *options;
+	if (options && (ret = agr__read_versioned(&o, options, &options_layout,
+						  "agr_runtime_new")))
+		return ret;
 	if (o.shutdown_timeout_ns == 0 ||
 	    o.quiet_period_ns >= o.shutdown_timeout_ns) {
 		agr__log(AGR_LOG_ERROR,
@@ -505,12 +510,17 @@ AGR_API int agr_runtime_add_component(agr_runtime *rt, const char *name,
 				      const agr_component_ops *ops,
 				      void *self)
 {
+	agr_component_ops local = AGR_COMPONENT_OPS_INIT;
 	struct component *c;
 	int ret;
 
 	if (!rt || !name || !*name || !ops)
 		return -EINVAL;
-	c = new_component(rt, name, AGR_COMPONENT_USER, ops, self);
+	ret = agr__read_versioned(&local, ops, &ops_layout,
+				  "agr_runtime_add_component");
+	if (ret)
+		return ret;
+	c = new_component(rt, name, AGR_COMPONENT_USER, &local, self);
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_lock(&rt->lock);

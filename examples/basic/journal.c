@@ -391,6 +391,7 @@ static void start_dispatcher(struct app *app)
 {
 	agr_supplier *sup;
 	agr_dispatcher_options o = {
+		.size = sizeof(agr_dispatcher_options), /* as its _INIT */
 		.name = "journal",
 		.named_aggregate = { "ledger", "Account" },
 		.parallelism = app->cfg.groups,

@@ -352,6 +352,7 @@ static void start_dispatcher(struct server *srv)
 	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
 	agr_supplier *sup;
 	agr_dispatcher_options o = {
+		.size = sizeof(agr_dispatcher_options), /* as its _INIT */
 		.name = "ledger",
 		.named_aggregate = { "bank", "Account" },
 		.parallelism = srv->cfg.groups,
@@ -574,6 +575,7 @@ static int network_force(void *self)
 static void new_runtime(struct server *srv)
 {
 	static const agr_component_ops network = {
+		.size = sizeof(agr_component_ops), /* as its _INIT */
 		.stop_gracefully = network_stop,
 		.force_stop = network_force,
 		.start = network_start,

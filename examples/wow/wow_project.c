@@ -176,7 +176,7 @@ static int start_projector(struct projector *pj, int workers,
 {
 	agr_named_aggregate na = { WOW_CONTEXT, WOW_AGGREGATE };
 	agr_supplier_options so = AGR_SUPPLIER_OPTIONS_INIT;
-	agr_dispatcher_options d = { 0 };
+	agr_dispatcher_options d = AGR_DISPATCHER_OPTIONS_INIT;
 	agr_supplier *sup = NULL;
 	int ret;
 

@@ -59,7 +59,18 @@ typedef struct agr_composite agr_composite;
  */
 typedef void (*agr_composite_step_fn)(const char *step, void *arg);
 
+/*
+ * Initialise with AGR_COMPOSITE_OPTIONS_INIT (which initialises both
+ * children's options too), then set what you need. `size` and the
+ * reserved words work as agr_dispatcher_options' (aggring/dispatcher.h):
+ * a size of 0 (a zero-initialised struct) reads the fields of this
+ * first version; a size smaller than that, or larger than this
+ * version's with non-zero bytes beyond, and non-zero reserved words are
+ * refused with -EINVAL and a log line. Each child's options are read
+ * by their own size.
+ */
 typedef struct agr_composite_options {
+	size_t size;	  /* sizeof(agr_composite_options) */
 	const char *name; /* for logs; not NULL or empty */
 	/* The aggregate both children serve (their own field is ignored). */
 	agr_named_aggregate named_aggregate;
@@ -84,16 +95,24 @@ typedef struct agr_composite_options {
 	agr_dispatcher_options state_event;
 	agr_composite_step_fn on_step; /* may be NULL */
 	void *step_arg;
+	uint64_t reserved[8];
 } agr_composite_options;
+
+#define AGR_COMPOSITE_OPTIONS_INIT                                       \
+	{                                                                \
+		.size = sizeof(agr_composite_options),                   \
+		.event_stream = AGR_DISPATCHER_OPTIONS_INIT,             \
+		.state_event = AGR_DISPATCHER_OPTIONS_INIT,              \
+	}
 
 /*
  * Creates the composite and both children (which get or create the
  * scheduler of the named aggregate). Returns 0, -EINVAL (NULL options
- * or out, NULL or empty name, no supplier, or a child's options that
- * agr_dispatcher_new() rejects), -ENOMEM, -ESHUTDOWN (the supplier is
- * stopping), or the error that kept the scheduler's rings from
- * starting. On failure nothing is left behind and the supplier stays
- * the caller's.
+ * or out, a size or reserved words it cannot read, NULL or empty name,
+ * no supplier, or a child's options that agr_dispatcher_new() rejects),
+ * -ENOMEM, -ESHUTDOWN (the supplier is stopping), or the error that
+ * kept the scheduler's rings from starting. On failure nothing is left
+ * behind and the supplier stays the caller's.
  */
 AGR_API int agr_composite_new(const agr_composite_options *options,
 			      agr_composite **out);

@@ -121,7 +121,22 @@ typedef void (*agr_complete_fn)(agr_message *msg, int status, void *arg);
 typedef int (*agr_group_key_fn)(const agr_message *msg, int parallelism,
 				void *arg);
 
+/*
+ * Initialise with AGR_DISPATCHER_OPTIONS_INIT, then set what you need;
+ * a field left as initialised means its default. `size` lets later
+ * versions add fields without breaking callers built against this one:
+ * new fields take the reserved words, which must stay zero, so that the
+ * struct's size (and agr_composite_options, which holds two) does not
+ * change. A size of 0 (a struct zero-initialised, or built with
+ * designated initialisers that leave size out, as before size existed)
+ * reads the fields of this first version: it keeps working, but fields
+ * added later are read only when size says the caller knows them.
+ * Refused with -EINVAL and a log line: a size smaller than this first
+ * version's, or larger than this one's with non-zero bytes beyond,
+ * and non-zero reserved words.
+ */
 typedef struct agr_dispatcher_options {
+	size_t size;			/* sizeof(agr_dispatcher_options) */
 	const char *name;		/* for logs and threads; not NULL */
 	agr_named_aggregate named_aggregate;
 	/*
@@ -149,12 +164,16 @@ typedef struct agr_dispatcher_options {
 	 * (aggring/metrics.h): two clock reads per message. Off by default.
 	 */
 	bool metrics;
+	uint64_t reserved[8];
 } agr_dispatcher_options;
+
+#define AGR_DISPATCHER_OPTIONS_INIT { .size = sizeof(agr_dispatcher_options) }
 
 /*
  * Creates a dispatcher and gets (or creates) its scheduler. Returns 0,
- * -EINVAL (NULL or empty name, invalid named aggregate, no supplier or
- * callback, negative parallelism, invalid AGR_PARALLELISM; the log hook
+ * -EINVAL (a size or reserved words it cannot read, NULL or empty name,
+ * invalid named aggregate, no supplier or callback, negative
+ * parallelism, invalid AGR_PARALLELISM; the log hook
  * is told which option and why), -ENOMEM,
  * -ESHUTDOWN (the supplier is stopping), or the error that kept the
  * scheduler's rings from starting (see agr_supplier_get_or_init()).
@@ -282,7 +301,10 @@ AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
 /*
  * Counters since creation. Exact once the dispatcher has stopped; while
  * it runs they may lag: admitted counts a message when its group's
- * worker takes it from the queue, so that sending stays cheap.
+ * worker takes it from the queue, so that sending stays cheap. The
+ * library fills the whole struct; counters added later take the
+ * reserved words, so its size does not change (nor does
+ * agr_dispatcher_metrics', which holds it).
  */
 typedef struct agr_dispatcher_stats {
 	uint64_t admitted;  /* send returned 0 */
@@ -305,6 +327,7 @@ typedef struct agr_dispatcher_stats {
 	 * when a force stop ended it). Apart from failed and discarded.
 	 */
 	uint64_t interrupted;
+	uint64_t reserved[8]; /* later figures take these; 0 now */
 } agr_dispatcher_stats;
 
 /*
@@ -316,7 +339,11 @@ typedef struct agr_dispatcher_stats {
 AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
 				     agr_dispatcher_stats *out);
 
-/* One dispatcher's figures. Strings stay valid while the dispatcher. */
+/*
+ * One dispatcher's figures. Strings stay valid while the dispatcher.
+ * Filled whole by the library; figures added later take the reserved
+ * words, so its size does not change.
+ */
 typedef struct agr_dispatcher_metrics {
 	const char *dispatcher;
 	const char *context;
@@ -329,6 +356,7 @@ typedef struct agr_dispatcher_metrics {
 	bool latency_enabled;
 	agr_histogram queue_latency;	  /* send -> first function starts */
 	agr_histogram processing_latency; /* start -> completion */
+	uint64_t reserved[8]; /* later figures take these; 0 now */
 } agr_dispatcher_metrics;
 
 /*

@@ -106,20 +106,39 @@ typedef struct agr_runtime agr_runtime;
 /* Failures after the first that the report keeps (it counts them all). */
 #define AGR_RUNTIME_MAX_SUPPRESSED 8
 
+/*
+ * Initialise with AGR_RUNTIME_OPTIONS_INIT or agr_runtime_options_init()
+ * (the defaults), then set what you need. `size` and the reserved words
+ * work as agr_dispatcher_options' (aggring/dispatcher.h): a size of 0
+ * (a struct built with designated initialisers) reads the fields of this
+ * first version; a size smaller than that, or larger than this
+ * version's with non-zero bytes beyond, and non-zero reserved words are
+ * refused with -EINVAL and a log line.
+ */
 typedef struct agr_runtime_options {
+	size_t size; /* sizeof(agr_runtime_options) */
 	/* From agr_runtime_stop() to the deadline; > 0. */
 	uint64_t shutdown_timeout_ns;
 	/* Idle time that closes admission; < shutdown_timeout_ns; 0 ok. */
 	uint64_t quiet_period_ns;
+	uint64_t reserved[8];
 } agr_runtime_options;
 
-/* Fills in the defaults: 60 s timeout, 1 s quiet period. */
+#define AGR_RUNTIME_OPTIONS_INIT                                         \
+	{                                                                \
+		.size = sizeof(agr_runtime_options),                     \
+		.shutdown_timeout_ns = AGR_RUNTIME_DEFAULT_TIMEOUT_NS,   \
+		.quiet_period_ns = AGR_RUNTIME_DEFAULT_QUIET_NS,         \
+	}
+
+/* Sets `options` to AGR_RUNTIME_OPTIONS_INIT: 60 s timeout, 1 s quiet. */
 AGR_API void agr_runtime_options_init(agr_runtime_options *options);
 
 /*
  * Creates a runtime; `options` NULL means the defaults. Returns 0,
- * -EINVAL (NULL out, a zero timeout, or a quiet period not shorter than
- * the timeout), -ENOMEM.
+ * -EINVAL (NULL out, a zero timeout, a quiet period not shorter than
+ * the timeout, or a size or reserved words it cannot read; logged),
+ * -ENOMEM.
  */
 AGR_API int agr_runtime_new(const agr_runtime_options *options,
 			    agr_runtime **out);
@@ -159,14 +178,23 @@ AGR_API int agr_runtime_new(const agr_runtime_options *options,
  *
  * prepare and start were added after the first three: a
  * designated initializer that leaves them out leaves them NULL.
+ * Initialise with AGR_COMPONENT_OPS_INIT; `size` and the reserved words
+ * work as agr_dispatcher_options' (aggring/dispatcher.h): a size of 0
+ * reads the five steps above, and agr_runtime_add_component() refuses
+ * a size it cannot read, or non-zero reserved words, with -EINVAL and a
+ * log line. The runtime copies the struct.
  */
 typedef struct agr_component_ops {
+	size_t size; /* sizeof(agr_component_ops) */
 	int (*quiesce)(void *self);
 	int (*stop_gracefully)(void *self, uint64_t deadline_ns);
 	int (*force_stop)(void *self);
 	int (*prepare)(void *self, agr_runtime *rt);
 	int (*start)(void *self);
+	void *reserved[4]; /* later steps take these */
 } agr_component_ops;
+
+#define AGR_COMPONENT_OPS_INIT { .size = sizeof(agr_component_ops) }
 
 /*
  * Registers a dispatcher, which from now on takes a lease for every
@@ -194,7 +222,8 @@ AGR_API int agr_runtime_add_composite(agr_runtime *rt, agr_composite *c);
 /*
  * Registers a component of your own called `name` (copied; for the
  * report and logs). `ops` is copied; `self` is passed to each of them.
- * Returns 0, -EINVAL (NULL rt, name or ops, or an empty name), -EBUSY
+ * Returns 0, -EINVAL (NULL rt, name or ops, an empty name, or an ops
+ * size or reserved words it cannot read, logged), -EBUSY
  * (agr_runtime_start() was called), -ESHUTDOWN, -ENOMEM.
  */
 AGR_API int agr_runtime_add_component(agr_runtime *rt, const char *name,
@@ -306,7 +335,10 @@ typedef enum agr_component_kind {
  * that did not run has a duration of 0 and its `*_ran` false, and one
  * still running (a stop_gracefully past the deadline) has the result
  * -EINPROGRESS. force_calls is 2 when a force overlapped a step and was
- * repeated after it (force_result is the first call's).
+ * repeated after it (force_result is the first call's). This struct and
+ * agr_runtime_report are filled whole by the library; figures added
+ * later take their reserved words, so their sizes (the stride of the
+ * components array) do not change.
  */
 typedef struct agr_component_report {
 	const char *name; /* valid until agr_runtime_free() */
@@ -329,6 +361,7 @@ typedef struct agr_component_report {
 	 * I/O was cancelled, or a force stop ended them pending.
 	 */
 	uint64_t interrupted;
+	uint64_t reserved[8]; /* later figures take these; 0 now */
 } agr_component_report;
 
 typedef struct agr_runtime_report {
@@ -345,6 +378,7 @@ typedef struct agr_runtime_report {
 	 * AGR_RUNTIME_MAX_SUPPRESSED are kept, all are counted. */
 	size_t nsuppressed;
 	int suppressed[AGR_RUNTIME_MAX_SUPPRESSED];
+	uint64_t reserved[8]; /* later figures take these; 0 now */
 } agr_runtime_report;
 
 /*

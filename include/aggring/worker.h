@@ -74,7 +74,9 @@ AGR_API bool agr_worker_interrupted(void);
 
 /*
  * One worker's loop, as agr_scheduler_worker_metrics copies it out.
- * Counters only grow; `inflight` is a gauge.
+ * Counters only grow; `inflight` is a gauge. Filled whole by the
+ * library; figures added later take the reserved words, so its size
+ * does not change.
  */
 typedef struct agr_worker_metrics {
 	uint64_t iterations;	  /* turns of the event loop */
@@ -90,6 +92,7 @@ typedef struct agr_worker_metrics {
 	uint64_t blocking_detected; /* handlers over the threshold of the
 				     * watchdog (aggring/watchdog.h) */
 	int inflight;		  /* operations in the kernel now */
+	uint64_t reserved[8]; /* later figures take these; 0 now */
 } agr_worker_metrics;
 
 #ifdef __cplusplus

@@ -149,6 +149,7 @@ typedef struct agr_wow_es_keys {
 	size_t member_after_len;
 	char *snapshot;	     /* STRING "v2:snapshot:{<scope>.<identity>}" */
 	size_t snapshot_len;
+	uint64_t reserved[4]; /* later keys take these; 0 now */
 } agr_wow_es_keys;
 
 /*
