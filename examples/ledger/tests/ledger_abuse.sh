@@ -2,8 +2,9 @@
 # ledger_server against what an exposed server meets
 # (ledger_abuse.py beside it): a browser's cross-protocol POST, unauthenticated
 # bulk and multibulk lengths, a client that never reads its replies
-# (MGETs, and INCRBYs pipelined through a 4 KiB receive buffer). Exit 0
-# pass, 1 fail, 77 skip (no python3 or no io_uring).
+# (MGETs, and INCRBYs pipelined through a 4 KiB receive buffer), a burst
+# of connections past --maxclients. Exit 0 pass, 1 fail, 77 skip (no python3
+# or no io_uring).
 set -u
 
 if ! command -v python3 >/dev/null 2>&1; then
@@ -68,4 +69,10 @@ start_server "$tmp/pipe0.log" "$server" --port 0 --dir "$tmp/pipe0" \
 python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" \
 	pipeline-unlimited "$port" || fail "ledger_abuse.py pipeline-unlimited"
 stop_server "$tmp/pipe0.log"
+echo "== --maxclients 2 reached, then 10,000 more connections at once"
+start_server "$tmp/burst.log" "$server" --port 0 --dir "$tmp/burst" \
+	--workers 2 --maxclients 2
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" burst "$port" 2 ||
+	fail "ledger_abuse.py burst"
+stop_server "$tmp/burst.log"
 echo "PASS"
