@@ -5,7 +5,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 #include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,70 +20,150 @@
 #include "ledger_journal.h"
 #include "util.h"
 
-/* The transfers' records seen so far, matched once all are read. */
-struct transfer_log {
-	struct open_transfer *debits;
-	size_t ndebits, debits_cap;
-	char (*ended)[REQID_MAX + 1]; /* credited or refunded: their ids */
-	size_t nended, ended_cap;
+/*
+ * A transfer's half whose other half has not been read yet: a debit
+ * waiting for its credit or refund, or an end read before its debit
+ * (they can be in different journals, read in any order). Sized to its
+ * strings: "id\0" and, for a debit, "from\0to\0".
+ */
+struct xfer_node {
+	struct xfer_node *next;
+	long long amount;
+	bool debit;
+	char text[];
 };
 
-/* Room for one more of n in *cap: doubling, so n records cost O(n). */
-static void *grow(void *p, size_t n, size_t *cap, size_t size)
+/*
+ * The transfers' unmatched halves, by id: a half is dropped as soon as
+ * its other half is read, so what stays is the open transfers (and the
+ * ends of transfers whose debit is in a journal not read yet), not
+ * every transfer ever made.
+ */
+struct transfer_log {
+	struct xfer_node **slots; /* [nslots], a power of two */
+	size_t nslots, count, ndebits;
+};
+
+static size_t id_hash(const char *id)
 {
-	if (n < *cap)
-		return p;
-	*cap = *cap ? *cap * 2 : 64;
-	return xrealloc(p, *cap * size);
+	uint64_t h = 1469598103934665603ull; /* FNV-1a */
+
+	while (*id)
+		h = (h ^ (unsigned char)*id++) * 1099511628211ull;
+	return (size_t)h;
+}
+
+/* The link to a half of kind `debit` with this id, or NULL. */
+static struct xfer_node **xfer_find(struct transfer_log *t, const char *id,
+				    bool debit)
+{
+	struct xfer_node **l;
+
+	if (!t->nslots)
+		return NULL;
+	l = &t->slots[id_hash(id) & (t->nslots - 1)];
+	for (; *l; l = &(*l)->next)
+		if ((*l)->debit == debit && strcmp((*l)->text, id) == 0)
+			return l;
+	return NULL;
+}
+
+/* Doubles the table once it holds as many halves as slots. */
+static void xfer_grow(struct transfer_log *t)
+{
+	size_t n = t->nslots ? t->nslots * 2 : 1024, i;
+	struct xfer_node **slots = xcalloc(n, sizeof(*slots)), *x;
+
+	for (i = 0; i < t->nslots; i++) {
+		while ((x = t->slots[i]) != NULL) {
+			t->slots[i] = x->next;
+			x->next = slots[id_hash(x->text) & (n - 1)];
+			slots[id_hash(x->text) & (n - 1)] = x;
+		}
+	}
+	free(t->slots);
+	t->slots = slots;
+	t->nslots = n;
+}
+
+static void xfer_add(struct transfer_log *t, const struct record *rec,
+		     bool debit)
+{
+	size_t id = strlen(rec->reqid) + 1, from = 0, to = 0;
+	struct xfer_node *x, **slot;
+
+	if (debit) {
+		from = strlen(rec->key) + 1;
+		to = strlen(rec->peer) + 1;
+	}
+	x = xrealloc(NULL, sizeof(*x) + id + from + to);
+	x->debit = debit;
+	x->amount = -rec->delta;
+	memcpy(x->text, rec->reqid, id);
+	if (debit) {
+		memcpy(x->text + id, rec->key, from);
+		memcpy(x->text + id + from, rec->peer, to);
+		t->ndebits++;
+	}
+	if (t->count >= t->nslots)
+		xfer_grow(t);
+	slot = &t->slots[id_hash(x->text) & (t->nslots - 1)];
+	x->next = *slot;
+	*slot = x;
+	t->count++;
 }
 
 static void note_transfer(struct transfer_log *t, const struct record *rec)
 {
-	struct open_transfer *d;
+	bool debit = rec->reply == 'd';
+	struct xfer_node **l, *x;
 
-	if (rec->reply == 'd') {
-		t->debits = grow(t->debits, t->ndebits, &t->debits_cap,
-				 sizeof(*t->debits));
-		d = &t->debits[t->ndebits++];
-		snprintf(d->id, sizeof(d->id), "%s", rec->reqid);
-		snprintf(d->from, sizeof(d->from), "%s", rec->key);
-		snprintf(d->to, sizeof(d->to), "%s", rec->peer);
-		d->amount = -rec->delta;
-	} else if (rec->reply == 't' || rec->reply == 'r') {
-		t->ended = grow(t->ended, t->nended, &t->ended_cap,
-				sizeof(*t->ended));
-		snprintf(t->ended[t->nended++], sizeof(*t->ended), "%s",
-			 rec->reqid);
+	if (!debit && rec->reply != 't' && rec->reply != 'r')
+		return;
+	l = xfer_find(t, rec->reqid, !debit); /* its other half */
+	if (!l) {
+		xfer_add(t, rec, debit);
+		return;
 	}
+	x = *l;
+	*l = x->next;
+	t->count--;
+	t->ndebits -= x->debit;
+	free(x);
 }
 
-static int id_cmp(const void *a, const void *b)
+static void open_of(struct open_transfer *o, const struct xfer_node *x)
 {
-	return strcmp(a, b);
+	const char *from = x->text + strlen(x->text) + 1;
+
+	snprintf(o->id, sizeof(o->id), "%s", x->text);
+	snprintf(o->from, sizeof(o->from), "%s", from);
+	snprintf(o->to, sizeof(o->to), "%s", from + strlen(from) + 1);
+	o->amount = x->amount;
 }
 
-/* The debits without an end are the open transfers. */
+/* The debits left without an end are the open transfers. */
 static void match_transfers(struct transfer_log *t, struct replay_result *r)
 {
+	struct xfer_node *x;
 	size_t i;
 
-	if (t->nended)
-		qsort(t->ended, t->nended, sizeof(*t->ended), id_cmp);
-	for (i = 0; i < t->ndebits; i++) {
-		if (t->nended && bsearch(t->debits[i].id, t->ended, t->nended,
-					 sizeof(*t->ended), id_cmp))
-			continue;
-		t->debits[r->nopen++] = t->debits[i];
-		r->in_flight += t->debits[i].amount;
+	r->open = t->ndebits ? xcalloc(t->ndebits, sizeof(*r->open)) : NULL;
+	for (i = 0; i < t->nslots; i++) {
+		while ((x = t->slots[i]) != NULL) {
+			t->slots[i] = x->next;
+			if (x->debit) {
+				open_of(&r->open[r->nopen++], x);
+				r->in_flight += x->amount;
+			}
+			free(x);
+		}
 	}
-	/* Only the open ones live on: give back the room of the others. */
-	if (r->nopen) {
-		r->open = xrealloc(t->debits, r->nopen * sizeof(*t->debits));
-	} else {
-		free(t->debits);
-		r->open = NULL;
-	}
-	free(t->ended);
+	free(t->slots);
+#ifdef __GLIBC__
+	/* The halves were small blocks in the heap's middle: give back. */
+	malloc_trim(0);
+#endif
 }
 
 /*

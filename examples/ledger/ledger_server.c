@@ -187,6 +187,7 @@
 #include "ledger_conn.h"
 #include "ledger_cpus.h"
 #include "ledger_journal.h"
+#include "ledger_metrics.h"
 #include "ledger_options.h"
 #include "ledger_record.h"
 #include "ledger_checkpointer.h"
@@ -258,9 +259,10 @@ static void server_stats(void *arg, struct server_stats *st)
 static int ledger_metrics(void *arg, char *buf, size_t cap)
 {
 	struct server_stats st;
+	int n, e;
 
 	server_stats(arg, &st);
-	return snprintf(buf, cap,
+	n = snprintf(buf, cap,
 		"# HELP ledger_checkpoint_seq The current checkpoint (0: none).\n"
 		"# TYPE ledger_checkpoint_seq gauge\n"
 		"ledger_checkpoint_seq %" PRIu64 "\n"
@@ -295,6 +297,11 @@ static int ledger_metrics(void *arg, char *buf, size_t cap)
 		st.ckpt.size, (double)st.ckpt.duration_ns / 1e9, st.ckpt.taken,
 		st.ckpt.failed, st.ckpt.journal_bytes,
 		(double)st.recovery_ns / 1e9);
+	/* then the journal's state and the clients cut off */
+	e = n < 0 ? -EINVAL : ledger_metrics_health(&st,
+		(size_t)n < cap ? buf + n : NULL,
+		(size_t)n < cap ? cap - (size_t)n : 0);
+	return e < 0 ? e : n + e;
 }
 
 static void init_commands(struct server *srv)

@@ -5,14 +5,23 @@ the network meets, over raw sockets (no redis module needed):
     python3 examples/ledger/tests/ledger_abuse.py open PORT      # no --requirepass
     python3 examples/ledger/tests/ledger_abuse.py auth PORT PASS # --requirepass PASS
     python3 examples/ledger/tests/ledger_abuse.py output PORT    # a small output limit
+    python3 examples/ledger/tests/ledger_abuse.py pipeline PORT [METRICS_PORT]
+    python3 examples/ledger/tests/ledger_abuse.py pipeline-unlimited PORT
+    python3 examples/ledger/tests/ledger_abuse.py burst PORT MAXCLIENTS
 
 Each case ends in a clear error or a close within DEADLINE, and changes
 nothing it should not. Exit 0 pass, 1 fail."""
+import resource
 import socket
 import sys
+import threading
 import time
+import urllib.request
 
 DEADLINE = 20.0  # seconds for any one reply or close
+STALL = 10.0  # seconds a pipelining client's requests may go unapplied
+BURST = 10000  # connections past --maxclients at once (issue 33, item 1)
+UNLIMITED_TARGET = 2000000  # INCRBYs applied for a never-reading client
 
 
 def fail(msg):
@@ -170,6 +179,140 @@ def output_limits(soft):
     check("the server still answers", command("PING"), b"+PONG\r\n")
 
 
+class Pipeliner:
+    """A client with a 4 KiB receive buffer that pipelines INCRBY pipe 1
+    as fast as it can and never reads (issue 33, item 10)."""
+
+    def __init__(self):
+        one = b"*3\r\n$6\r\nINCRBY\r\n$4\r\npipe\r\n$1\r\n1\r\n"
+        self.batch = one * 1000
+        self.sent = 0
+        self.closed = False
+        self.stop = False
+        self.s = socket.socket()
+        self.s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        self.s.connect(("127.0.0.1", PORT))
+        self.s.settimeout(0.5)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+        self.thread.start()
+
+    def run(self):
+        while not self.stop:
+            try:
+                self.s.sendall(self.batch)
+                self.sent += 1000
+            except socket.timeout:
+                pass  # sent in part: the count is a bound, not exact
+            except OSError:  # EPIPE, ECONNRESET: closed
+                self.closed = True
+                return
+
+    def end(self):
+        self.stop = True
+        self.thread.join()
+        self.s.close()
+
+
+def metric(name):
+    """name's value on /metrics (the port after PORT), or None without one."""
+    if len(sys.argv) < 4:
+        return None
+    page = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % sys.argv[3],
+                                  timeout=DEADLINE).read().decode()
+    for line in page.splitlines():
+        if line.startswith(name + " "):
+            return int(line.split()[1])
+    fail("/metrics has no %s" % name)
+
+
+def applied():
+    got = command("GET", "pipe")
+    return 0 if got == b"$-1\r\n" else int(got.split(b"\r\n")[1])
+
+
+def pipeline(limited):
+    """While the pipeliner sends, its requests keep being applied (never
+    STALL seconds without progress) and other clients are served; with an
+    output limit it is closed by it, without one it goes on (to
+    UNLIMITED_TARGET, or for 2 * DEADLINE on a slow machine)."""
+    before = info_field("client_output_buffer_limit_disconnections")
+    counted = metric("ledger_client_output_buffer_limit_disconnections_total")
+    p = Pipeliner()
+    start = last_change = time.monotonic()
+    last = 0
+    while not (p.closed if limited else last >= UNLIMITED_TARGET):
+        now = time.monotonic()
+        if now - start > 2 * DEADLINE and not limited:
+            break  # progress all along: a slow machine, not a stall
+        if now - start > 3 * DEADLINE:
+            fail("after %.0f s: %d applied, not closed"
+                 % (now - start, last))
+        time.sleep(0.1)  # a poll, not a wait for an event
+        n = applied()  # on another connection: served meanwhile
+        if n != last:
+            last, last_change = n, now
+        elif not p.closed and now - last_change > STALL:
+            p.end()
+            fail("the pipelining client's requests stopped being applied "
+                 "for %.0f s at %d (about %d sent)" % (STALL, n, p.sent))
+    closed = p.closed
+    p.end()
+    print("ok: %d INCRBYs applied in %.1f s, about %d sent"
+          % (last, time.monotonic() - start, p.sent))
+    check("closed (for the output limit) or still open", closed, limited)
+    check("client_output_buffer_limit_disconnections",
+          info_field("client_output_buffer_limit_disconnections"),
+          before + (1 if limited else 0))
+    if counted is not None:
+        check("/metrics: ledger_client_output_buffer_limit_"
+              "disconnections_total",
+              metric("ledger_client_output_buffer_limit_disconnections_total"),
+              counted + (1 if limited else 0))
+    check("the server still answers", command("PING"), b"+PONG\r\n")
+
+
+def burst(maxclients):
+    """With --maxclients reached, BURST more connections at once (each
+    refused), all closed: the server must go on accepting. Before the
+    acceptor armed again after a successful last CQE it stopped for
+    good, its listen queue full (a build of 171f4e6 failed this in 4 of
+    4 runs; since f513ad0 it passed 20 of 20, 2026-12-05)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    n = min(BURST, hard - maxclients - 64)
+    rejected = info_field("rejected_connections")
+    held = []
+    for _ in range(maxclients):
+        s = connect()
+        s.sendall(b"PING\r\n")
+        if s.recv(100) != b"+PONG\r\n":
+            fail("connection %d of %d not served" % (len(held) + 1,
+                                                    maxclients))
+        held.append(s)
+    flood = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", PORT))  # EINPROGRESS: not waited for
+        flood.append(s)
+    for s in flood + held:
+        s.close()
+    print("ok: %d connections past --maxclients %d, closed" % (n, maxclients))
+    end = time.monotonic() + DEADLINE
+    got = b"-ERR max number of clients reached\r\n"
+    # Until the server has seen the held ones close, it is still full.
+    while got == b"-ERR max number of clients reached\r\n" and \
+            time.monotonic() < end:
+        time.sleep(0.1)  # a poll, not a wait for an event
+        try:
+            got = exchange(b"PING\r\nQUIT\r\n")
+        except OSError as e:  # a connect timed out: nobody accepts
+            fail("after the burst: %r" % e)
+    check("PING after the burst", got, b"+PONG\r\n+OK\r\n")
+    check("refused over --maxclients", info_field("rejected_connections") >
+          rejected, True)
+
+
 def main():
     global PORT
     mode, PORT = sys.argv[1], int(sys.argv[2])
@@ -177,6 +320,10 @@ def main():
         cross_protocol()
     elif mode in ("output", "output-soft"):
         output_limits(mode == "output-soft")
+    elif mode in ("pipeline", "pipeline-unlimited"):
+        pipeline(mode == "pipeline")
+    elif mode == "burst":
+        burst(int(sys.argv[3]))
     else:
         password = sys.argv[3]
         before_auth(password)

@@ -1,7 +1,9 @@
 #!/bin/sh
 # ledger_server against what an exposed server meets
 # (ledger_abuse.py beside it): a browser's cross-protocol POST, unauthenticated
-# bulk and multibulk lengths, a client that never reads its replies. Exit 0 pass, 1 fail, 77 skip (no python3
+# bulk and multibulk lengths, a client that never reads its replies
+# (MGETs, and INCRBYs pipelined through a 4 KiB receive buffer), a burst
+# of connections past --maxclients. Exit 0 pass, 1 fail, 77 skip (no python3
 # or no io_uring).
 set -u
 
@@ -45,4 +47,21 @@ python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" output-soft "$port" 
 stop_server "$tmp/soft.log"
 grep -q 'reached the soft output limit' "$tmp/soft.log" ||
 	fail "the soft limit's close was not logged"
+echo "== a client with a 4 KiB receive buffer pipelining INCRBY, never reading"
+start_server "$tmp/pipe.log" "$server" --port 0 --dir "$tmp/pipe" \
+	--workers 2 --client-output-buffer-limit '2097152 0 0' --metrics-port 0
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" pipeline "$port" \
+	"$mport" || fail "ledger_abuse.py pipeline"
+stop_server "$tmp/pipe.log"
+start_server "$tmp/pipe0.log" "$server" --port 0 --dir "$tmp/pipe0" \
+	--workers 2 --client-output-buffer-limit '0 0 0'
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" \
+	pipeline-unlimited "$port" || fail "ledger_abuse.py pipeline-unlimited"
+stop_server "$tmp/pipe0.log"
+echo "== --maxclients 2 reached, then 10,000 more connections at once"
+start_server "$tmp/burst.log" "$server" --port 0 --dir "$tmp/burst" \
+	--workers 2 --maxclients 2
+python3 "$top_srcdir/examples/ledger/tests/ledger_abuse.py" burst "$port" 2 ||
+	fail "ledger_abuse.py burst"
+stop_server "$tmp/burst.log"
 echo "PASS"

@@ -4,6 +4,8 @@ file size limit (RLIMIT_FSIZE, as a full disk: a short write, then
 EFBIG) stops the journal in the middle of a batch. Every INCRBY answered
 with a number must come back after a restart, and none answered with an
 error: the failed batch's records that reached the file are cut off.
+Before the restart INFO persistence and /metrics say the journal failed,
+and count exactly the acknowledged changes.
 
     python3 ledger_full_disk.py SERVER DIR
 
@@ -13,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.request
 
 DEADLINE = 30.0
 LIMIT = 48 * 1024  # bytes the journal may grow to
@@ -29,7 +32,8 @@ def start(server, d, limit):
         if limit:
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
     p = subprocess.Popen([server, "--port", "0", "--dir", d, "--workers",
-                          "1", "--journal-io", "buffered"],
+                          "1", "--journal-io", "buffered",
+                          "--metrics-port", "0"],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                          preexec_fn=cap, text=True)
     end = time.monotonic() + DEADLINE
@@ -69,6 +73,32 @@ def replies(port, n):
     return buf.split(b"\r\n")[:n]
 
 
+def told(port, out):
+    """INFO persistence and /metrics after the failure: (status, changes)
+    from each."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=DEADLINE)
+    s.sendall(b"INFO persistence\r\n")
+    info = b""
+    while not info.endswith(b"\r\n\r\n"):
+        part = s.recv(65536)
+        if not part:
+            break
+        info += part
+    s.close()
+    f = dict(l.split(":", 1) for l in info.decode().split("\r\n")
+             if ":" in l)
+    mport = [l.rsplit(":", 1)[1] for l in out if l.startswith("metrics on")]
+    page = urllib.request.urlopen("http://127.0.0.1:%d/metrics"
+                                  % int(mport[0]), timeout=DEADLINE)
+    m = dict(l.split(" ", 1) for l in page.read().decode().splitlines()
+             if l and not l.startswith("#"))
+    if not f.get("journal_error"):
+        fail("INFO journal_error is empty: %r" % f)
+    return ((f["aof_last_write_status"], int(f["journal_changes"])),
+            (m["ledger_journal_failed"],
+             int(m["ledger_journal_changes_total"])))
+
+
 def main():
     server, d = sys.argv[1], sys.argv[2]
     p, port, out = start(server, d, LIMIT)
@@ -81,6 +111,13 @@ def main():
         fail("the file size limit was never reached")
     print("ok: %d acknowledged, %d refused (%r)"
           % (len(acked), len(errors), errors[0]))
+    info, metrics = told(port, out)
+    if info != ("err", len(acked)) or metrics != ("1", len(acked)):
+        fail("INFO (aof_last_write_status, journal_changes) %r, /metrics "
+             "(ledger_journal_failed, ledger_journal_changes_total) %r; "
+             "%d acknowledged" % (info, metrics, len(acked)))
+    print("ok: INFO and /metrics say the journal failed, after %d changes"
+          % len(acked))
     status, log = stop(p, out)
     if status != 1 or "JOURNAL FAILED" not in log:
         fail("exit status %d; log: %s" % (status, log))
