@@ -171,6 +171,17 @@ static uint64_t stat_of(agr_wow_bus *b, size_t offset)
 
 /* ---- tests ---- */
 
+/* Options for `n` topics read as group "g"; the rest as initialised. */
+static agr_wow_bus_options bus_options(const char *const *topics, unsigned n)
+{
+	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+
+	o.topics = topics;
+	o.ntopics = n;
+	o.group = "g";
+	return o;
+}
+
 START_TEST(test_spec_command_consumed_and_acked)
 {
 	const char *topics[] = { "t1.Order:command" };
@@ -218,13 +229,10 @@ END_TEST
 START_TEST(test_failure_is_acked_as_wow_does)
 {
 	const char *topics[] = { "t2.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { .status = -EIO };
 	struct service sv;
 
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	service_start(&sv, &seen, &o, 0);
 	for (int i = 0; i < 50; i++)
 		tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
@@ -238,13 +246,10 @@ END_TEST
 START_TEST(test_undecodable_stays_pending)
 {
 	const char *topics[] = { "t3.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { 0 };
 	struct service sv;
 
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	o.no_recovery = true;
 	service_start(&sv, &seen, &o, 0);
 	tu_redis_ok("XADD %s * msg %s", topics[0], "{not json");
@@ -262,15 +267,12 @@ END_TEST
 START_TEST(test_busygroup_ignored_and_new_group_skips_old)
 {
 	const char *topics[] = { "t4.Order:command", "t4.Order:event" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 2);
 	struct seen seen = { 0 };
 	struct service sv;
 
 	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND); /* before $ */
 	tu_redis_ok("XGROUP CREATE %s g $ MKSTREAM", topics[1]);
-	o.topics = topics;
-	o.ntopics = 2;
-	o.group = "g";
 	service_start(&sv, &seen, &o, 0);
 	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
@@ -282,14 +284,11 @@ END_TEST
 START_TEST(test_lease_held_and_released)
 {
 	const char *topics[] = { "t5.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { 0 };
 	struct service sv;
 	char *key;
 
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	o.consumer = "c-lease";
 	o.recovery_interval_ms = 1000;
 	ck_assert_int_eq(agr_wow_lease_key(topics[0], "g", "c-lease", &key,
@@ -326,7 +325,7 @@ static void strand_entries(const char *topic, const char *owner, int n)
 START_TEST(test_recovery_claims_dead_not_live)
 {
 	const char *topics[] = { "t6.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { 0 };
 	struct service sv;
 	char *live_key;
@@ -337,9 +336,6 @@ START_TEST(test_recovery_claims_dead_not_live)
 	ck_assert_int_eq(agr_wow_lease_key(topics[0], "g", "live", &live_key,
 					   NULL), 0);
 	tu_redis_ok("SET %s token EX 60", live_key);
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	o.min_idle_ms = 200;
 	o.recovery_interval_ms = 100;
 	o.recovery_batch = 50;
@@ -365,16 +361,13 @@ END_TEST
 START_TEST(test_lost_delivery_claimed_again)
 {
 	const char *topics[] = { "t10.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { 0 };
 	struct service sv;
 
 	tu_redis_ok("XGROUP CREATE %s g $ MKSTREAM", topics[0]);
 	tu_redis_ok("XADD %s * msg %s", topics[0], "{not json");
 	strand_entries(topics[0], "c-lost", 5);
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	o.consumer = "c-lost";
 	o.min_idle_ms = 200;
 	o.recovery_interval_ms = 100;
@@ -400,14 +393,11 @@ END_TEST
 START_TEST(test_backlog_read_in_bounded_batches)
 {
 	const char *topics[] = { "t11.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { 0 };
 	struct service sv;
 	long long peak;
 
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	o.no_recovery = true;
 	o.max_in_flight = 20;
 	atomic_store(&peak_in_flight, 0);
@@ -430,13 +420,10 @@ END_TEST
 START_TEST(test_not_admitted_stays_pending)
 {
 	const char *topics[] = { "t7.Order:command" };
-	agr_wow_bus_options o = AGR_WOW_BUS_OPTIONS_INIT;
+	agr_wow_bus_options o = bus_options(topics, 1);
 	struct seen seen = { 0 };
 	struct service sv;
 
-	o.topics = topics;
-	o.ntopics = 1;
-	o.group = "g";
 	o.no_recovery = true;
 	service_start(&sv, &seen, &o, 0);
 	ck_assert_int_eq(agr_dispatcher_quiesce(sv.disp), 0);

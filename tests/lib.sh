@@ -63,6 +63,21 @@ wait_gone() {
 	serverctl_wait_gone "$1" "$2" || fail "$3 still running after $2 s"
 }
 
+# wait_progress FILE N PID: polls until FILE counts N acknowledgements
+# (at most 30 s; examples/ledger/tests/ledger_acked.py writes it),
+# failing early if PID (the client) has ended.
+wait_progress() {
+	_i=0
+	while :; do
+		n=$(cat "$1" 2>/dev/null || echo 0)
+		[ "${n:-0}" -ge "$2" ] && return 0
+		kill -0 "$3" 2>/dev/null || fail "the client ended after $n acks"
+		_i=$((_i + 1))
+		[ $_i -le 600 ] || fail "only $n INCRBYs acknowledged in 30 s"
+		sleep 0.05
+	done
+}
+
 # start_server LOG CMD...: runs a server in the background and waits,
 # at most 10 s, for its "listening on 127.0.0.1:PORT" line. Sets $pid
 # and $port. Exits 77 (skip) when the server says io_uring is missing.

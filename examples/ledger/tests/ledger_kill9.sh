@@ -25,20 +25,6 @@ rounds=${KILL9_ROUNDS:-4}
 
 use_tmpdir kill9
 
-# wait_progress FILE N PID: polls until FILE counts N acknowledgements
-# (at most 30 s), failing early if PID (the client) has ended.
-wait_progress() {
-	i=0
-	while :; do
-		n=$(cat "$1" 2>/dev/null || echo 0)
-		[ "${n:-0}" -ge "$2" ] && return 0
-		kill -0 "$3" 2>/dev/null || fail "the client ended after $n acks"
-		i=$((i + 1))
-		[ $i -le 600 ] || fail "only $n INCRBYs acknowledged in 30 s"
-		sleep 0.05
-	done
-}
-
 data=$tmp/data
 : >"$tmp/base"
 : >"$tmp/server0.log"
