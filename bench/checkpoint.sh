@@ -26,7 +26,9 @@
 # Appends "checkpoint,VARIANT,ENGINE,METRIC,UNIT,median,min,max,runs"
 # rows to RESULTSDIR/checkpoint.csv. Sizes: CKPT_REQUESTS (1000000 per
 # P16 run), CKPT_EVENTS, CKPT_RESTART_EVENTS; CKPT_TMPDIR (where the
-# data dirs go; ${TMPDIR:-/var/tmp}; must not be tmpfs).
+# data dirs go; ${TMPDIR:-/var/tmp}; must not be tmpfs). CKPT_PARTS
+# ("throughput recovery") and CKPT_RESTART_MODES ("ckpt nockpt") pick
+# what runs, to compare builds on one part.
 # Exits 77 if redis-benchmark or redis-cli is missing.
 set -u
 
@@ -40,6 +42,8 @@ runs=${3:-5}
 n=${CKPT_REQUESTS:-1000000}
 ckpt_events=${CKPT_EVENTS:-100000}
 restart_events=${CKPT_RESTART_EVENTS:-1000000 10000000}
+parts=${CKPT_PARTS:-throughput recovery}
+restart_modes=${CKPT_RESTART_MODES:-ckpt nockpt}
 server=$build/examples/ledger/ledger_server
 # The program itself, not libtool's wrapper script, whose start would
 # count in the restart times.
@@ -113,35 +117,37 @@ echo "checkpoint: $(uname -srm), $(nproc) CPUs, data in $work" \
 	"($(stat -f -c %T "$work"))"
 
 # ---- 1. throughput, paired ----
-start nockpt --no-checkpoints
-start ckpt --checkpoint-events "$ckpt_events"
-for e in nockpt ckpt; do incrby $e $((n / 10)) >/dev/null; done
-: >"$work/rps.nockpt"
-: >"$work/rps.ckpt"
-for ((r = 0; r < runs; r++)); do
-	if ((r % 2)); then order="ckpt nockpt"; else order="nockpt ckpt"; fi
-	for e in $order; do
-		v=$(incrby $e "$n")
-		[ -n "$v" ] || fail "no result from $e"
-		echo "$v" >>"$work/rps.$e"
+if [[ " $parts " == *" throughput "* ]]; then
+	start nockpt --no-checkpoints
+	start ckpt --checkpoint-events "$ckpt_events"
+	for e in nockpt ckpt; do incrby $e $((n / 10)) >/dev/null; done
+	: >"$work/rps.nockpt"
+	: >"$work/rps.ckpt"
+	for ((r = 0; r < runs; r++)); do
+		if ((r % 2)); then order="ckpt nockpt"; else order="nockpt ckpt"; fi
+		for e in $order; do
+			v=$(incrby $e "$n")
+			[ -n "$v" ] || fail "no result from $e"
+			echo "$v" >>"$work/rps.$e"
+		done
 	done
-done
-cycles=$(redis-cli -p "${ports[ckpt]}" INFO persistence |
-	tr -d '\r' | sed -n 's/^checkpoints_taken://p')
-last=$(redis-cli -p "${ports[ckpt]}" INFO persistence | tr -d '\r' |
-	sed -n 's/^checkpoint_duration_ms://p')
-[ "${cycles:-0}" -gt 0 ] || fail "the checkpointing server took none"
-read -r m0 lo0 hi0 <<<"$(summary "$work/rps.nockpt")"
-read -r m1 lo1 hi1 <<<"$(summary "$work/rps.ckpt")"
-echo "P16 INCRBY, $n requests x $runs runs, alternating:"
-echo "  --no-checkpoints             $m0 req/s (min $lo0, max $hi0)"
-echo "  --checkpoint-events $ckpt_events  $m1 req/s (min $lo1, max $hi1);" \
-	"$cycles cycles taken, the last in $last ms"
-echo "  ratio with/without: $(awk -v a="$m1" -v b="$m0" \
-	'BEGIN { printf "%.3f", a / b }')"
-row P16 ledger_server_nockpt throughput req/s "$work/rps.nockpt"
-row P16 ledger_server_ckpt throughput req/s "$work/rps.ckpt"
-for e in nockpt ckpt; do kill -TERM "${pids[$e]}"; wait "${pids[$e]}"; done
+	cycles=$(redis-cli -p "${ports[ckpt]}" INFO persistence |
+		tr -d '\r' | sed -n 's/^checkpoints_taken://p')
+	last=$(redis-cli -p "${ports[ckpt]}" INFO persistence | tr -d '\r' |
+		sed -n 's/^checkpoint_duration_ms://p')
+	[ "${cycles:-0}" -gt 0 ] || fail "the checkpointing server took none"
+	read -r m0 lo0 hi0 <<<"$(summary "$work/rps.nockpt")"
+	read -r m1 lo1 hi1 <<<"$(summary "$work/rps.ckpt")"
+	echo "P16 INCRBY, $n requests x $runs runs, alternating:"
+	echo "  --no-checkpoints             $m0 req/s (min $lo0, max $hi0)"
+	echo "  --checkpoint-events $ckpt_events  $m1 req/s (min $lo1, max $hi1);" \
+		"$cycles cycles taken, the last in $last ms"
+	echo "  ratio with/without: $(awk -v a="$m1" -v b="$m0" \
+		'BEGIN { printf "%.3f", a / b }')"
+	row P16 ledger_server_nockpt throughput req/s "$work/rps.nockpt"
+	row P16 ledger_server_ckpt throughput req/s "$work/rps.ckpt"
+	for e in nockpt ckpt; do kill -TERM "${pids[$e]}"; wait "${pids[$e]}"; done
+fi
 
 # ---- 2. recovery after N events ----
 # ping_after NAME ARGS...: starts it; sets $ms, from exec to a PONG.
@@ -165,11 +171,12 @@ ping_after() {
 	fail "$name did not answer PING"
 }
 
+[[ " $parts " == *" recovery "* ]] || restart_events=
 for events in $restart_events; do
-	for mode in ckpt nockpt; do
+	for mode in $restart_modes; do
 		name=r$events.$mode
 		args=()
-		[ $mode = nockpt ] && args=(--no-checkpoints)
+		[ "$mode" = nockpt ] && args=(--no-checkpoints)
 		start "$name" "${args[@]}"
 		left=$events
 		while [ "$left" -gt 0 ]; do

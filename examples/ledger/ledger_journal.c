@@ -76,19 +76,51 @@ static void trace_completed(const struct journal *j, enum journal_stream s,
 
 /* ---- zeros ahead of the records (direct only) ---- */
 
+_Static_assert(JOURNAL_ZERO_MIN % JOURNAL_BLOCK == 0 &&
+		       JOURNAL_ZERO_CHUNK % JOURNAL_BLOCK == 0 &&
+		       JOURNAL_ZERO_MIN <= JOURNAL_ZERO_CHUNK,
+	       "zero chunks are whole blocks, the least below the most");
+
 static void zero_filled(int res, void *arg);
+
+void journal_set_zero_budget(struct journal *j, uint64_t bytes,
+			     uint64_t events)
+{
+	j->keep_bytes = bytes;
+	j->keep_events = events;
+}
+
+/* An eighth of what the journal keeps (ledger_journal.h), in blocks. */
+static uint64_t zero_chunk(const struct journal *j)
+{
+	uint64_t keep = UINT64_MAX, mean;
+
+	if (j->keep_bytes)
+		keep = j->keep_bytes;
+	if (j->keep_events) {
+		mean = j->events ? j->bytes / j->events : 0;
+		if (mean <= UINT64_MAX / j->keep_events &&
+		    j->keep_events * mean < keep)
+			keep = j->keep_events * mean;
+	}
+	if (keep / 8 <= JOURNAL_ZERO_MIN)
+		return JOURNAL_ZERO_MIN;
+	if (keep / 8 >= JOURNAL_ZERO_CHUNK)
+		return JOURNAL_ZERO_CHUNK;
+	return round_down(keep / 8);
+}
 
 /*
  * A zero fill is over. If it failed, batches past `zeroed` extend the
  * file themselves (slower, as correct), and the next try waits until
  * the records have grown by a chunk: a full disk is not hammered with
- * 4 MiB writes at every batch.
+ * a zero fill at every batch.
  */
 static void zero_fill_over(struct journal *j, bool failed)
 {
 	j->zeroing = false;
 	if (failed)
-		j->zero_retry_at = j->offset + JOURNAL_ZERO_CHUNK;
+		j->zero_retry_at = j->offset + j->zero_len;
 	if (j->waiting) {
 		j->waiting = false;
 		journal_schedule(j);
@@ -100,7 +132,7 @@ static void zero_written(int res, void *arg)
 	struct journal *j = arg;
 
 	trace_completed(j, JOURNAL_STREAM_ZEROS, res);
-	if (res != (int)JOURNAL_ZERO_CHUNK ||
+	if (res < 0 || (uint64_t)res != j->zero_len ||
 	    agr_io_fsync(agr_worker_current(), j->fd, AGR_IO_DATASYNC,
 			 zero_filled, j) < 0)
 		zero_fill_over(j, true);
@@ -114,30 +146,35 @@ static void zero_filled(int res, void *arg)
 
 	trace_completed(j, JOURNAL_STREAM_ZEROS, res);
 	if (res == 0) {
-		j->zeroed = j->zero_at + JOURNAL_ZERO_CHUNK;
+		j->zeroed = j->zero_at + j->zero_len;
 		j->zero_fills++;
 	}
 	zero_fill_over(j, res != 0);
 }
 
 /*
- * Writes the next chunk of zeros once less than JOURNAL_ZERO_LOW is
- * left ahead of the records; between batches only, so that it starts
- * past any block a batch wrote, on a block boundary at or after
- * `zeroed`, where no batch writes until it is over (journal_kick).
+ * Writes the next chunk of zeros once less than half a chunk is left
+ * ahead of the records; between batches only, so that it starts past
+ * any block a batch wrote, on a block boundary at or after `zeroed`,
+ * where no batch writes until it is over (journal_kick).
  */
 static void zero_fill_maybe(struct journal *j)
 {
+	uint64_t chunk;
+
 	if (!j->direct || j->zeroing || j->error || j->flushing ||
-	    j->zeroed >= j->offset + JOURNAL_ZERO_LOW ||
 	    j->offset < j->zero_retry_at)
 		return;
+	chunk = zero_chunk(j);
+	if (j->zeroed >= j->offset + chunk / 2)
+		return;
 	j->zero_at = round_up(j->zeroed > j->offset ? j->zeroed : j->offset);
-	if (agr_io_write(agr_worker_current(), j->fd, zeros, JOURNAL_ZERO_CHUNK,
-			 j->zero_at, zero_written, j) == 0) {
+	j->zero_len = chunk;
+	if (agr_io_write(agr_worker_current(), j->fd, zeros,
+			 (unsigned)chunk, j->zero_at, zero_written, j) == 0) {
 		j->zeroing = true;
-		trace_issued(j, JOURNAL_STREAM_ZEROS, zeros, JOURNAL_ZERO_CHUNK,
-			     j->zero_at, false);
+		trace_issued(j, JOURNAL_STREAM_ZEROS, zeros, chunk, j->zero_at,
+			     false);
 	} else {
 		zero_fill_over(j, true);
 	}

@@ -18,11 +18,13 @@
  *   batch is written as whole 4 KiB blocks, its first block rewritten
  *   with the records of the previous batch that share it, the last one
  *   padded with zeros, with RWF_DSYNC. The journal writes zeros ahead of
- *   its records (JOURNAL_ZERO_CHUNK at a time, fdatasync'd) so that a
- *   batch overwrites blocks that exist already: such a write changes no
+ *   its records (a chunk at a time, fdatasync'd) so that a batch
+ *   overwrites blocks that exist already: such a write changes no
  *   metadata, runs without a kernel worker thread, and is made durable
  *   by a single cache flush. This is what a write-ahead log does on a
- *   disk without FUA (PostgreSQL's zeroed WAL segments).
+ *   disk without FUA (PostgreSQL's zeroed WAL segments). The zeros take
+ *   disk space, so their chunk follows what the journal is meant to
+ *   keep (journal_set_zero_budget()).
  * - buffered: through the page cache; each batch appends and the file
  *   grows, so every durable write also writes the inode. Chosen when
  *   asked, or when the file system refuses O_DIRECT (tmpfs before 6.6).
@@ -45,10 +47,17 @@
 #include <aggring.h>
 
 #define JOURNAL_BLOCK 4096u		  /* O_DIRECT offsets, sizes, memory */
-/* A test may build the journal with smaller ones (whole blocks). */
+/*
+ * The zeros written ahead at a time: at most JOURNAL_ZERO_CHUNK (all of
+ * it without a budget), at least JOURNAL_ZERO_MIN; the next chunk once
+ * less than half a chunk is left. A test may build the journal with
+ * smaller ones (whole blocks).
+ */
 #ifndef JOURNAL_ZERO_CHUNK
-#define JOURNAL_ZERO_CHUNK (4u << 20)	  /* zeros written ahead at a time */
-#define JOURNAL_ZERO_LOW (2u << 20)	  /* ...once less than this is left */
+#define JOURNAL_ZERO_CHUNK (4u << 20)
+#endif
+#ifndef JOURNAL_ZERO_MIN
+#define JOURNAL_ZERO_MIN (64u << 10)
 #endif
 
 enum journal_io {
@@ -108,6 +117,8 @@ struct journal {
 	uint64_t durable_id; /* the last batch made durable; 0: none */
 	uint64_t zeroed; /* below this the file holds records or zeros */
 	uint64_t zero_at; /* where the zero fill in flight writes */
+	uint64_t zero_len; /* ...and how much */
+	uint64_t keep_bytes, keep_events; /* journal_set_zero_budget() */
 	uint64_t zero_retry_at; /* after a failed zero fill: not before */
 	struct journal_batch batches[2];
 	struct journal_batch *filling;	/* gathers the next batch */
@@ -183,6 +194,22 @@ static inline uint64_t journal_batch_id(const struct journal *j)
  * of them can never become durable, and w is never called).
  */
 int journal_wait(struct journal *j, uint64_t id, struct commit_wait *w);
+
+/*
+ * Sizes the zeros a direct journal writes ahead to what it keeps
+ * between two checkpoints: `bytes` of records or `events` records,
+ * whichever comes first (0: no limit by that), its share of the
+ * checkpoint thresholds. A chunk is an eighth of that (events at the
+ * mean record size this journal has written; JOURNAL_ZERO_MIN until it
+ * has written one), within [JOURNAL_ZERO_MIN, JOURNAL_ZERO_CHUNK], so
+ * that the zeros ahead, half a chunk to one and a half, stay a small
+ * part of the disk a checkpoint bounds. Smaller chunks mean more
+ * fills, each a write and an fdatasync beside the batches. Without a
+ * budget (the default) every chunk is JOURNAL_ZERO_CHUNK. On the
+ * journal's worker, or before it writes.
+ */
+void journal_set_zero_budget(struct journal *j, uint64_t bytes,
+			     uint64_t events);
 
 /* Testing: reports the journal's I/O to `t` from now on (NULL: stop). */
 void journal_set_trace(struct journal *j, const struct journal_trace *t);

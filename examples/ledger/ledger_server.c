@@ -424,9 +424,23 @@ static void replay_into_groups(struct server *srv)
 	srv->bank = bank_new(srv->disp, accounts);
 }
 
+/* A journal's share of a checkpoint threshold; 0: none. */
+static uint64_t journal_share(const struct server *srv, uint64_t threshold)
+{
+	uint64_t n = threshold / srv->nworkers;
+
+	return threshold && !n ? 1 : n;
+}
+
+/*
+ * Opens the journals, whose zeros written ahead follow their share of
+ * the checkpoint thresholds, so that the disk stays bounded by the
+ * state and the thresholds; without checkpoints it grows anyway.
+ */
 static void open_journals(struct server *srv)
 {
 	const struct replay_result *r = &srv->replayed;
+	const struct checkpointer_options *o = &srv->cfg.ckpt;
 	unsigned i;
 	int dfd;
 
@@ -443,6 +457,9 @@ static void open_journals(struct server *srv)
 				   agr_dispatcher_scheduler(srv->disp), i);
 		if (ret < 0)
 			die("%s: %s", path, strerror(-ret));
+		if (!srv->cfg.no_checkpoints)
+			journal_set_zero_budget(j, journal_share(srv, o->bytes),
+						journal_share(srv, o->events));
 		srv->journals_direct += j->direct;
 	}
 	/* The new files' names must be durable too. */

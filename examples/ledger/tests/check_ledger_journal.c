@@ -363,13 +363,43 @@ START_TEST(zeros_are_written_ahead)
 	append_ok(&g, 0, 1);
 	ck_assert_uint_eq(g.j.zero_fills, 1);
 	ck_assert_uint_eq(g.j.zeroed, JOURNAL_ZERO_CHUNK);
-	/* Past JOURNAL_ZERO_CHUNK - JOURNAL_ZERO_LOW of records. */
+	/* Past half a chunk of records. */
 	n = JOURNAL_ZERO_CHUNK / 2 / RECORD_LEN + 2 * per_task;
 	for (k = 1; k < n; k += per_task)
 		append_ok(&g, k, per_task);
 	stop_and_close(&g);
 	size = assert_file(&g, true);
 	ck_assert_int_ge(size, 2 * JOURNAL_ZERO_CHUNK);
+	rig_down(&g);
+}
+END_TEST
+
+/*
+ * With a budget, a chunk is an eighth of it: 1 MiB of bytes (_i 0), or
+ * 40,960 events at the 40 bytes a record this journal writes (_i 1),
+ * which it knows only after its first batch; and the zeros ahead stay
+ * under one and a half chunks.
+ */
+START_TEST(zeros_ahead_follow_the_budget)
+{
+	uint64_t first = _i ? JOURNAL_ZERO_MIN : 131072;
+	uint64_t chunk = _i ? 204800 : 131072;
+	unsigned k;
+	struct rig g;
+
+	rig_up(&g);
+	if (!open_direct_or_skip(&g))
+		return;
+	journal_set_zero_budget(&g.j, _i ? 0 : 1u << 20, _i ? 40960 : 0);
+	append_ok(&g, 0, 1);
+	ck_assert_uint_eq(g.j.zeroed, first);
+	for (k = 1; k < 50 * MAX_RECORDS; k += MAX_RECORDS - 1)
+		append_ok(&g, k, MAX_RECORDS - 1);
+	stop_and_close(&g);
+	ck_assert_uint_eq((uint64_t)assert_file(&g, true), g.j.zeroed);
+	ck_assert_uint_gt(g.j.zero_fills, 5);
+	ck_assert_uint_eq((g.j.zeroed - first) % chunk, 0);
+	ck_assert_uint_lt(g.j.zeroed - g.j.offset, chunk * 3 / 2);
 	rig_down(&g);
 }
 END_TEST
@@ -715,6 +745,7 @@ static Suite *journal_suite(void)
 	tcase_add_loop_test(tc, batches_share_blocks, 0, 4);
 	tcase_add_loop_test(tc, reopen_continues_after_the_records, 0, 4);
 	tcase_add_test(tc, zeros_are_written_ahead);
+	tcase_add_loop_test(tc, zeros_ahead_follow_the_budget, 0, 2);
 	tcase_add_loop_test(tc, a_wait_is_told_after_its_batch, 0, 4);
 #ifdef AGR_FAULT_INJECTION
 	tcase_add_loop_test(tc, a_wait_for_a_failed_batch_fails, 0, 4);
