@@ -679,6 +679,6 @@ static Suite *suite(void)
 int main(void)
 {
 	tu_require_io_uring();
-	logbook_init();
+	tu_logbook_init(&logbook);
 	return tu_run(suite());
 }

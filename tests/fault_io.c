@@ -311,7 +311,8 @@ START_TEST(done_from_thread_needs_no_memory)
 		ck_assert_int_eq(h[r].t.status, f.status);
 		tu_latch_destroy(&h[r].started);
 	}
-	ck_assert_int_eq(log_count(AGR_LOG_ERROR, "agr_exchange_done", NULL),
+	ck_assert_int_eq(tu_logbook_count(&logbook, AGR_LOG_ERROR,
+					  "agr_exchange_done", NULL, NULL),
 			 0);
 	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
 	agr_dispatcher_free(d);

@@ -303,7 +303,7 @@ END_TEST
 void journal_step(const char *step, void *arg)
 {
 	(void)arg;
-	journal_add("composite", step);
+	tu_journal_add(&journal, "composite", step);
 }
 
 /* The composite "orders" on `sup` (its own), completions counted. */
@@ -361,7 +361,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 	agr_scheduler *sched;
 	int i;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	probe_init(&first, "first");
 	probe_init(&last, "last");
@@ -376,7 +376,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 			 -EEXIST);
 	add_probe(rt, &last);
 	ck_assert_int_eq(agr_composite_start(comp), 0);
-	journal_reset(); /* only the stop's steps */
+	tu_journal_reset(&journal); /* only the stop's steps */
 	for (i = 0; i < 4; i++) {
 		tmsg_init(&t[i], "order-1");
 		send_ok(i % 2 ? agr_composite_event_stream(comp)
@@ -384,7 +384,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 			&t[i]);
 	}
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 9);
+	tu_journal_assert(&journal, expected, 9, 9);
 	ck_assert(agr_scheduler_is_terminated(sched));
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(t[i].status, 0);

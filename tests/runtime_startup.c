@@ -62,7 +62,7 @@ START_TEST(start_prepares_every_component_before_starting)
 	agr_component_report c[2];
 	agr_runtime_report r;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	probe_init(&late, "late");
@@ -77,7 +77,7 @@ START_TEST(start_prepares_every_component_before_starting)
 			 -EBUSY);
 	ck_assert_ptr_eq(first.rt, rt);
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 8);
+	tu_journal_assert(&journal, expected, 8, 8);
 	get_report(rt, &r, c, 2);
 	ck_assert_int_eq(r.startup_result, 0);
 	ck_assert(c[0].prepare_ran && c[0].start_ran);
@@ -109,7 +109,7 @@ START_TEST(start_failure_rolls_back_in_reverse)
 	agr_runtime_report r;
 	uint64_t before;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	first.stop_ret = -EINVAL; /* the cleanup failure */
@@ -119,7 +119,7 @@ START_TEST(start_failure_rolls_back_in_reverse)
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_start(rt), -EIO);
 	ck_assert_uint_lt(tu_now_ns() - before, 5000 * MS);
-	assert_journal(expected, 10);
+	tu_journal_assert(&journal, expected, 10, 10);
 	ck_assert_int_eq(first.lease_at_quiesce, -ESHUTDOWN);
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_STOPPED);
 	ck_assert_int_eq(agr_runtime_stop(rt), -EIO);
@@ -151,7 +151,7 @@ START_TEST(prepare_failure_rolls_back_prepared_forces_all)
 	struct probe p[3];
 	agr_runtime_report r;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&p[0], "first");
 	probe_init(&p[1], "second");
 	probe_init(&p[2], "third");
@@ -161,7 +161,7 @@ START_TEST(prepare_failure_rolls_back_prepared_forces_all)
 	add_probe(rt, &p[1]);
 	add_probe(rt, &p[2]);
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOENT);
-	assert_journal(expected, 9);
+	tu_journal_assert(&journal, expected, 9, 9);
 	get_report(rt, &r, NULL, 0);
 	ck_assert_int_eq(r.result, -ENOENT);
 	ck_assert_uint_eq(r.nsuppressed, 1);
@@ -183,7 +183,7 @@ START_TEST(successful_rollback_forces_nothing)
 	agr_runtime_report r;
 	struct probe only;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&only, "only");
 	only.start_ret = -EPROTO;
 	add_probe(rt, &only);
@@ -218,7 +218,7 @@ START_TEST(reported_startup_failure_stops_the_startup)
 	struct probe first, second;
 	agr_runtime_report r;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	if (_i == 0)
@@ -231,9 +231,9 @@ START_TEST(reported_startup_failure_stops_the_startup)
 	ck_assert_int_eq(agr_runtime_report_failure(NULL, -EIO), -EINVAL);
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
 	if (_i == 0)
-		assert_journal(in_prepare, 3);
+		tu_journal_assert(&journal, in_prepare, 3, 3);
 	else
-		assert_journal(in_start, 7);
+		tu_journal_assert(&journal, in_start, 7, 7);
 	ck_assert_int_eq(atomic_load(&second.starts), 0);
 	ck_assert_int_eq(agr_runtime_stop(rt), -ENOTCONN);
 	ck_assert_int_eq(agr_runtime_report_failure(rt, -EIO), -EALREADY);
@@ -263,7 +263,7 @@ START_TEST(stop_during_startup_aborts_it)
 	struct starter st;
 	struct stopper sp;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	first.prepare_mode = STOP_BLOCKS_UNTIL_RELEASED;
@@ -277,7 +277,7 @@ START_TEST(stop_during_startup_aborts_it)
 	probe_release(&first);
 	ck_assert_int_eq(starter_join(&st), -ECANCELED);
 	ck_assert_int_eq(stopper_join(&sp), 0);
-	assert_journal(expected, 3);
+	tu_journal_assert(&journal, expected, 3, 3);
 	get_report(rt, &r, c, 2);
 	ck_assert_int_eq(r.result, 0);
 	ck_assert_int_eq(r.startup_result, -ECANCELED);
@@ -303,7 +303,7 @@ START_TEST(force_during_startup_aborts_and_compensates)
 	agr_runtime_report r;
 	struct starter st;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	first.prepare_mode = STOP_BLOCKS_UNTIL_FORCED;
@@ -342,7 +342,7 @@ START_TEST(blocked_start_is_forced_by_the_deadline)
 	agr_runtime_report r;
 	uint64_t before;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	first.report_in_start = -ENOTCONN;
@@ -377,7 +377,7 @@ START_TEST(blocked_quiesce_is_forced_and_compensated)
 	agr_runtime *rt = new_runtime(300 * MS, 0);
 	struct probe first, second;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	first.quiesce_mode = STOP_BLOCKS_UNTIL_RELEASED;
@@ -407,7 +407,7 @@ START_TEST(deadline_suppresses_force_failures)
 	struct probe first, second, slow;
 	agr_runtime_report r;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	probe_init(&slow, "slow");
@@ -445,7 +445,7 @@ START_TEST(graceful_failure_stays_primary)
 	agr_runtime_report r;
 	struct stopper sp;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	first.mode = STOP_BLOCKS_UNTIL_FORCED;
@@ -483,7 +483,7 @@ START_TEST(reported_failure_terminates_the_runtime)
 	struct stopper sp;
 	uint64_t before;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&second, "second");
 	add_probe(rt, &first);
@@ -539,7 +539,7 @@ START_TEST(runtime_starts_dispatchers_and_composites)
 	agr_composite *comp = NULL;
 	agr_dispatcher *d;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	d = new_dispatcher(sup, "d", &payment, &done);
 	memset(&o, 0, sizeof(o));
@@ -564,7 +564,7 @@ START_TEST(runtime_starts_dispatchers_and_composites)
 	ck_assert_int_eq(early.status, 0);
 	ck_assert_int_eq(ev.status, 0);
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 7);
+	tu_journal_assert(&journal, expected, 7, 7);
 	agr_runtime_free(rt);
 	agr_composite_free(comp);
 	agr_dispatcher_free(d);
@@ -593,7 +593,7 @@ START_TEST(composite_domain_start_failure_fails_startup)
 	agr_runtime_report r;
 	agr_dispatcher *d;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	memset(&o, 0, sizeof(o));
 	o.name = "orders";
@@ -617,8 +617,10 @@ START_TEST(composite_domain_start_failure_fails_startup)
 				 agr_composite_event_stream(comp)),
 			 0);
 	ck_assert_int_eq(agr_runtime_start(rt), -ESHUTDOWN);
-	ck_assert_int_eq(journal_count("composite:start:state"), 0);
-	ck_assert_int_eq(journal_count("composite:stop:scheduler"), 1);
+	ck_assert_int_eq(tu_journal_count(&journal, "composite:start:state"),
+			 0);
+	ck_assert_int_eq(
+		tu_journal_count(&journal, "composite:stop:scheduler"), 1);
 	ck_assert(tu_tally_wait(&done, 2, TU_LONG_NS));
 	ck_assert_int_eq(parked.status, AGR_DISCARDED);
 	ck_assert_int_eq(after.status, AGR_DISCARDED);

@@ -64,12 +64,8 @@ extern const agr_named_aggregate order;
 extern const agr_named_aggregate payment;
 bool warned(const char *text);
 int errors_logged(void);
-void journal_reset(void);
-void journal_add(const char *verb, const char *name);
-void assert_journal(const char *const *expected, int n);
-/* The first `k` entries are `expected`, and there are `n` in all. */
-void assert_journal_prefix(const char *const *expected, int k, int n);
-int journal_count(const char *step);
+/* The journal of calls: "<verb>:<name>", as the probes record them. */
+extern struct tu_journal journal;
 void probe_init(struct probe *p, const char *name);
 void probe_destroy(struct probe *p);
 void probe_release(struct probe *p);
