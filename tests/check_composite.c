@@ -17,9 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <aggring.h>
 
@@ -470,54 +468,20 @@ END_TEST
 
 /* ---- a child whose stop fails ---- */
 
-struct stuck_recv {
-	int fds[2];
-	char buf[8];
-	agr_exchange *ex;
-	atomic_int submit_ret;
-	atomic_int recv_res;
-	struct tu_latch started;
-};
-
-static void recv_finished(int res, void *arg)
-{
-	struct stuck_recv *r = arg;
-
-	atomic_store(&r->recv_res, res);
-	agr_exchange_done(r->ex, res < 0 ? res : 0);
-}
-
-/* Waits for bytes nobody sends: the message never finishes alone. */
-static int recv_forever(agr_exchange *ex, void *arg)
-{
-	struct stuck_recv *r = arg;
-	int ret;
-
-	r->ex = ex;
-	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
-			  sizeof(r->buf), 0, recv_finished, r);
-	atomic_store(&r->submit_ret, ret);
-	tu_latch_count_down(&r->started);
-	return ret < 0 ? ret : AGR_PENDING;
-}
-
 START_TEST(failed_child_stop_still_stops_the_rest)
 {
 	static const char *const expected[] = {
 		"start:domain", "start:state", "close:domain", "close:state",
 		"stop:state",	"stop:domain", "stop:scheduler" };
 	struct fixture f;
-	struct stuck_recv r = { .fds = { -1, -1 } };
+	struct tu_stuck_recv r;
 	struct tmsg stuck, fine, late;
 
 	fixture_init(&f, true);
-	atomic_init(&r.submit_ret, 1);
-	atomic_init(&r.recv_res, 1);
-	tu_latch_init(&r.started, 1);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
+	tu_stuck_recv_init(&r);
 	ck_assert_int_eq(agr_dispatcher_register(
 				 agr_composite_event_stream(f.c), NULL,
-				 recv_forever, &r),
+				 tu_stuck_recv_fn, &r),
 			 0);
 	ck_assert_int_eq(agr_composite_start(f.c), 0);
 	tmsg_init(&stuck, "order-1");
@@ -548,9 +512,7 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 	ck_assert_int_eq(stuck.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(atomic_load(&stuck.completions), 1);
 	fixture_destroy(&f, true);
-	close(r.fds[0]);
-	close(r.fds[1]);
-	tu_latch_destroy(&r.started);
+	tu_stuck_recv_destroy(&r);
 }
 END_TEST
 

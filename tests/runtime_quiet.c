@@ -10,9 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <aggring.h>
 
@@ -185,40 +183,6 @@ END_TEST
 
 /* ---- the deadline with a function stuck on I/O ---- */
 
-struct stuck_recv {
-	int fds[2];
-	char buf[8];
-	agr_exchange *ex;
-	atomic_int submit_ret;
-	atomic_int recv_res;
-	atomic_int calls;
-	struct tu_latch started;
-};
-
-static void recv_finished(int res, void *arg)
-{
-	struct stuck_recv *r = arg;
-
-	atomic_store(&r->recv_res, res);
-	agr_exchange_done(r->ex, res < 0 ? res : 0);
-}
-
-/* The first message waits for bytes nobody sends. */
-static int recv_forever(agr_exchange *ex, void *arg)
-{
-	struct stuck_recv *r = arg;
-	int ret;
-
-	if (atomic_fetch_add(&r->calls, 1) > 0)
-		return 0;
-	r->ex = ex;
-	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
-			  sizeof(r->buf), 0, recv_finished, r);
-	atomic_store(&r->submit_ret, ret);
-	tu_latch_count_down(&r->started);
-	return ret < 0 ? ret : AGR_PENDING;
-}
-
 /* The report after the deadline: forced, one interrupted, one discarded. */
 static void assert_one_interrupted_one_discarded(agr_runtime *rt)
 {
@@ -241,21 +205,17 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 {
 	agr_runtime *rt = new_runtime(300 * MS, 20 * MS);
 	agr_supplier *sup = new_supplier(1);
-	struct stuck_recv rv = { .fds = { -1, -1 } };
+	struct tu_stuck_recv rv;
 	struct tu_tally done;
 	struct tmsg stuck, queued;
 	agr_dispatcher *d;
 	uint64_t before, took;
 
 	tu_tally_init(&done);
-	tu_latch_init(&rv.started, 1);
-	atomic_init(&rv.submit_ret, 1);
-	atomic_init(&rv.recv_res, 1);
-	atomic_init(&rv.calls, 0);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, rv.fds), 0);
+	tu_stuck_recv_init(&rv);
 	d = new_dispatcher(sup, "d", &order, &done);
-	ck_assert_int_eq(agr_dispatcher_register(d, NULL, recv_forever, &rv),
-			 0);
+	ck_assert_int_eq(
+		agr_dispatcher_register(d, NULL, tu_stuck_recv_fn, &rv), 0);
 	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
 	ck_assert_int_eq(agr_dispatcher_start(d), 0);
 	tmsg_init(&stuck, "order-1");
@@ -291,9 +251,7 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 	agr_runtime_free(rt); /* waits for the last lease */
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	close(rv.fds[0]);
-	close(rv.fds[1]);
-	tu_latch_destroy(&rv.started);
+	tu_stuck_recv_destroy(&rv);
 	tu_tally_destroy(&done);
 }
 END_TEST

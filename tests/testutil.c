@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <liburing.h>
 
@@ -321,4 +323,44 @@ void tu_logbook_dump(struct tu_logbook *b)
 const char *tu_or_empty(const char *s)
 {
 	return s ? s : "";
+}
+
+void tu_stuck_recv_init(struct tu_stuck_recv *r)
+{
+	memset(r, 0, sizeof(*r));
+	atomic_init(&r->submit_ret, 1);
+	atomic_init(&r->recv_res, 1);
+	atomic_init(&r->calls, 0);
+	tu_latch_init(&r->started, 1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r->fds), 0);
+}
+
+void tu_stuck_recv_destroy(struct tu_stuck_recv *r)
+{
+	close(r->fds[0]);
+	close(r->fds[1]);
+	tu_latch_destroy(&r->started);
+}
+
+static void stuck_recv_finished(int res, void *arg)
+{
+	struct tu_stuck_recv *r = arg;
+
+	atomic_store(&r->recv_res, res);
+	agr_exchange_done(r->ex, res < 0 ? res : 0);
+}
+
+int tu_stuck_recv_fn(agr_exchange *ex, void *arg)
+{
+	struct tu_stuck_recv *r = arg;
+	int ret;
+
+	if (atomic_fetch_add(&r->calls, 1) > 0)
+		return 0;
+	r->ex = ex;
+	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
+			  sizeof(r->buf), 0, stuck_recv_finished, r);
+	atomic_store(&r->submit_ret, ret);
+	tu_latch_count_down(&r->started);
+	return ret < 0 ? ret : AGR_PENDING;
 }

@@ -9,12 +9,13 @@
 
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
 
-#include <aggring.h> /* agr_log_level, for the logbook */
+#include <aggring.h> /* agr_log_level, agr_exchange */
 
 /* Automake's exit status for a skipped test. */
 #define TU_SKIP 77
@@ -165,5 +166,26 @@ const char *tu_or_empty(const char *s);
 			      "nothing logged with \"%s\" \"%s\" \"%s\"",  \
 			      (p1), tu_or_empty(p2), tu_or_empty(p3));    \
 	} while (0)
+
+/*
+ * A function (agr_fn) stuck on I/O: the first message it handles waits
+ * for bytes nobody sends on a socketpair, so it finishes only when its
+ * receive is cancelled (a force stop); later messages return 0 at once.
+ */
+struct tu_stuck_recv {
+	int fds[2];
+	char buf[8];
+	agr_exchange *ex;
+	atomic_int submit_ret; /* agr_io_recv()'s; 1 until it is called */
+	atomic_int recv_res;   /* the receive's result; 1 until then */
+	atomic_int calls;
+	struct tu_latch started; /* opens once the receive is submitted */
+};
+
+/* Makes the socketpair (asserted) and the latch. */
+void tu_stuck_recv_init(struct tu_stuck_recv *r);
+void tu_stuck_recv_destroy(struct tu_stuck_recv *r);
+/* The function: register it with `arg` the struct tu_stuck_recv. */
+int tu_stuck_recv_fn(agr_exchange *ex, void *arg);
 
 #endif /* AGR_TESTUTIL_H */
