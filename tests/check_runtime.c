@@ -216,6 +216,16 @@ void add_probe(agr_runtime *rt, struct probe *p)
 			 0);
 }
 
+void add_two_probes(agr_runtime *rt, struct probe *first,
+		    struct probe *second)
+{
+	tu_journal_reset(&journal);
+	probe_init(first, "first");
+	probe_init(second, "second");
+	add_probe(rt, first);
+	add_probe(rt, second);
+}
+
 agr_runtime *new_runtime(uint64_t timeout_ns, uint64_t quiet_ns)
 {
 	agr_runtime_options o;
@@ -279,6 +289,30 @@ agr_dispatcher *new_dispatcher(agr_supplier *sup, const char *name,
 	o.complete_arg = done;
 	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
 	return d;
+}
+
+static void journal_step(const char *step, void *arg)
+{
+	(void)arg;
+	tu_journal_add(&journal, "composite", step);
+}
+
+agr_composite *new_orders(agr_supplier *sup, struct tu_tally *done)
+{
+	agr_composite_options o;
+	agr_composite *comp = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.name = "orders";
+	o.named_aggregate = order;
+	o.supplier = sup;
+	o.owns_supplier = true;
+	o.event_stream.on_complete = on_complete;
+	o.event_stream.complete_arg = done;
+	o.state_event = o.event_stream;
+	o.on_step = journal_step;
+	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	return comp;
 }
 
 void send_ok(agr_dispatcher *d, struct tmsg *t)
@@ -430,11 +464,7 @@ START_TEST(components_quiesce_in_order_and_stop_in_reverse)
 	struct probe first, second;
 	uint64_t before;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
-	add_probe(rt, &first);
-	add_probe(rt, &second);
+	add_two_probes(rt, &first, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
 	tu_journal_assert(&journal, expected, 4, 4);

@@ -258,31 +258,6 @@ END_TEST
 
 /* ---- a composite among the components ---- */
 
-void journal_step(const char *step, void *arg)
-{
-	(void)arg;
-	tu_journal_add(&journal, "composite", step);
-}
-
-/* The composite "orders" on `sup` (its own), completions counted. */
-static agr_composite *new_orders(agr_supplier *sup, struct tu_tally *done)
-{
-	agr_composite_options o;
-	agr_composite *comp = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.name = "orders";
-	o.named_aggregate = order;
-	o.supplier = sup;
-	o.owns_supplier = true;
-	o.event_stream.on_complete = on_complete;
-	o.event_stream.complete_arg = done;
-	o.state_event = o.event_stream;
-	o.on_step = journal_step;
-	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
-	return comp;
-}
-
 /* The composite is the second component and handled all four. */
 static void assert_composite_reported(agr_runtime *rt)
 {

@@ -62,12 +62,8 @@ START_TEST(start_prepares_every_component_before_starting)
 	agr_component_report c[2];
 	agr_runtime_report r;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	probe_init(&late, "late");
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	ck_assert_int_eq(agr_runtime_start(NULL), -EINVAL);
 	ck_assert_int_eq(agr_runtime_start(rt), 0);
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_RUNNING);
@@ -109,13 +105,9 @@ START_TEST(start_failure_rolls_back_in_reverse)
 	agr_runtime_report r;
 	uint64_t before;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.stop_ret = -EINVAL; /* the cleanup failure */
 	second.start_ret = -EIO;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_start(rt), -EIO);
 	ck_assert_uint_lt(tu_now_ns() - before, 5000 * MS);
@@ -218,15 +210,11 @@ START_TEST(reported_startup_failure_stops_the_startup)
 	struct probe first, second;
 	agr_runtime_report r;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	if (_i == 0)
 		first.report_in_prepare = -ENOTCONN;
 	else
 		first.report_in_start = -ENOTCONN;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	ck_assert_int_eq(agr_runtime_report_failure(rt, 0), -EINVAL);
 	ck_assert_int_eq(agr_runtime_report_failure(NULL, -EIO), -EINVAL);
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
@@ -263,12 +251,8 @@ START_TEST(stop_during_startup_aborts_it)
 	struct starter st;
 	struct stopper sp;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.prepare_mode = STOP_BLOCKS_UNTIL_RELEASED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	starter_start(&st, rt);
 	ck_assert(tu_latch_wait(&first.step_entered, TU_LONG_NS));
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_STARTING);
@@ -303,12 +287,8 @@ START_TEST(force_during_startup_aborts_and_compensates)
 	agr_runtime_report r;
 	struct starter st;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.prepare_mode = STOP_BLOCKS_UNTIL_FORCED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	starter_start(&st, rt);
 	ck_assert(tu_latch_wait(&first.step_entered, TU_LONG_NS));
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
@@ -342,13 +322,9 @@ START_TEST(blocked_start_is_forced_by_the_deadline)
 	agr_runtime_report r;
 	uint64_t before;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.report_in_start = -ENOTCONN;
 	first.start_mode = STOP_BLOCKS_UNTIL_FORCED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
 	ck_assert_uint_ge(tu_now_ns() - before, 300 * MS);
@@ -377,12 +353,8 @@ START_TEST(blocked_quiesce_is_forced_and_compensated)
 	agr_runtime *rt = new_runtime(300 * MS, 0);
 	struct probe first, second;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.quiesce_mode = STOP_BLOCKS_UNTIL_RELEASED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
 	ck_assert_int_eq(atomic_load(&first.forces), 1);
 	probe_release(&first);
@@ -407,15 +379,11 @@ START_TEST(deadline_suppresses_force_failures)
 	struct probe first, second, slow;
 	agr_runtime_report r;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	probe_init(&slow, "slow");
 	slow.mode = STOP_BLOCKS_UNTIL_FORCED;
 	first.force_ret = -EBADF;
 	second.force_ret = -EPIPE;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	add_probe(rt, &slow);
 	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
@@ -445,13 +413,9 @@ START_TEST(graceful_failure_stays_primary)
 	agr_runtime_report r;
 	struct stopper sp;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.mode = STOP_BLOCKS_UNTIL_FORCED;
 	second.stop_ret = -EIO; /* stopped first */
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	stopper_start(&sp, rt);
 	ck_assert(tu_latch_wait(&first.stop_entered, TU_LONG_NS));
 	if (_i == 1)
@@ -483,11 +447,7 @@ START_TEST(reported_failure_terminates_the_runtime)
 	struct stopper sp;
 	uint64_t before;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
-	add_probe(rt, &first);
-	add_probe(rt, &second);
+	add_two_probes(rt, &first, &second);
 	ck_assert_int_eq(agr_runtime_start(rt), 0);
 	stopper_start(&sp, rt);
 	ck_assert(wait_state(rt, AGR_RUNTIME_QUIET));
@@ -533,25 +493,15 @@ START_TEST(runtime_starts_dispatchers_and_composites)
 		"composite:stop:scheduler" };
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
 	agr_supplier *sup = new_supplier(2), *own = new_supplier(1);
-	agr_composite_options o;
 	struct tu_tally done;
 	struct tmsg early, ev;
-	agr_composite *comp = NULL;
+	agr_composite *comp;
 	agr_dispatcher *d;
 
 	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	d = new_dispatcher(sup, "d", &payment, &done);
-	memset(&o, 0, sizeof(o));
-	o.name = "orders";
-	o.named_aggregate = order;
-	o.supplier = own;
-	o.owns_supplier = true;
-	o.event_stream.on_complete = on_complete;
-	o.event_stream.complete_arg = &done;
-	o.state_event = o.event_stream;
-	o.on_step = journal_step;
-	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	comp = new_orders(own, &done);
 	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
 	ck_assert_int_eq(agr_runtime_add_composite(rt, comp), 0);
 	tmsg_init(&early, "payment-1");
@@ -585,26 +535,16 @@ START_TEST(composite_domain_start_failure_fails_startup)
 {
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
 	agr_supplier *sup = new_supplier(1), *own = new_supplier(1);
-	agr_composite_options o;
 	struct tu_tally done;
 	struct tmsg parked, after;
-	agr_composite *comp = NULL;
+	agr_composite *comp;
 	agr_scheduler *sched;
 	agr_runtime_report r;
 	agr_dispatcher *d;
 
 	tu_journal_reset(&journal);
 	tu_tally_init(&done);
-	memset(&o, 0, sizeof(o));
-	o.name = "orders";
-	o.named_aggregate = order;
-	o.supplier = own;
-	o.owns_supplier = true;
-	o.event_stream.on_complete = on_complete;
-	o.event_stream.complete_arg = &done;
-	o.state_event = o.event_stream;
-	o.on_step = journal_step;
-	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	comp = new_orders(own, &done);
 	sched = agr_dispatcher_scheduler(agr_composite_state_event(comp));
 	d = new_dispatcher(sup, "d", &payment, &done);
 	ck_assert_int_eq(agr_runtime_add_composite(rt, comp), 0);

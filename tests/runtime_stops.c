@@ -38,12 +38,8 @@ START_TEST(deadline_forces_first_never_graceful)
 	struct probe first, second;
 	uint64_t before, took;
 
-	tu_journal_reset(&journal);
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	second.mode = STOP_BLOCKS_UNTIL_FORCED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
 	took = tu_now_ns() - before;
