@@ -107,6 +107,13 @@ agr_dispatcher *new_dispatcher(const agr_dispatcher_options *o);
 void add_fn(agr_dispatcher *d, const char *type, agr_handler_fn fn,
 	    void *arg);
 void start(agr_dispatcher *d);
+/*
+ * An owned dispatcher (owned_options()) with one function, `fn` for
+ * `type`, started.
+ */
+agr_dispatcher *started_dispatcher(int workers, int groups,
+				   void *complete_arg, const char *type,
+				   agr_handler_fn fn, void *arg);
 void send_ok(agr_dispatcher *d, struct tmsg *t);
 agr_dispatcher_stats stats_of(const agr_dispatcher *d);
 void stop(agr_dispatcher *d);
