@@ -17,9 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <aggring.h>
 
@@ -28,62 +26,6 @@
 #define MS 1000000ull
 
 static const agr_named_aggregate order = { "sales", "Order" };
-
-/* ---- a journal of steps ---- */
-
-#define MAX_STEPS 64
-#define STEP_LEN 48
-
-struct journal {
-	pthread_mutex_t lock;
-	char steps[MAX_STEPS][STEP_LEN];
-	int n;
-};
-
-static void journal_init(struct journal *j)
-{
-	pthread_mutex_init(&j->lock, NULL);
-	j->n = 0;
-}
-
-static void journal_destroy(struct journal *j)
-{
-	pthread_mutex_destroy(&j->lock);
-}
-
-static void journal_add(struct journal *j, const char *step)
-{
-	pthread_mutex_lock(&j->lock);
-	if (j->n < MAX_STEPS) {
-		snprintf(j->steps[j->n], STEP_LEN, "%s", step);
-		j->n++;
-	}
-	pthread_mutex_unlock(&j->lock);
-}
-
-static int journal_count(struct journal *j, const char *step)
-{
-	int i, n = 0;
-
-	pthread_mutex_lock(&j->lock);
-	for (i = 0; i < j->n; i++)
-		n += strcmp(j->steps[i], step) == 0;
-	pthread_mutex_unlock(&j->lock);
-	return n;
-}
-
-/* Asserts that the journal holds exactly `expected`, in order. */
-static void assert_journal(struct journal *j, const char *const *expected,
-			   int n)
-{
-	int i;
-
-	pthread_mutex_lock(&j->lock);
-	ck_assert_int_eq(j->n, n);
-	for (i = 0; i < n; i++)
-		ck_assert_str_eq(j->steps[i], expected[i]);
-	pthread_mutex_unlock(&j->lock);
-}
 
 /* ---- messages and their completions ---- */
 
@@ -114,7 +56,7 @@ static void on_complete(agr_message *msg, int status, void *arg)
 /* ---- fixture ---- */
 
 struct fixture {
-	struct journal j;
+	struct tu_journal j;
 	struct tu_tally done;
 	agr_supplier *sup;
 	agr_composite *c;
@@ -142,7 +84,7 @@ static void on_step(const char *step, void *arg)
 {
 	struct fixture *f = arg;
 
-	journal_add(&f->j, step);
+	tu_journal_add(&f->j, step, NULL);
 	if (strcmp(step, "close:domain") == 0) {
 		f->disposed_at_close_domain =
 			agr_scheduler_is_disposed(f->sched);
@@ -192,7 +134,7 @@ static void fixture_init(struct fixture *f, bool owns_supplier)
 	agr_composite_options o;
 
 	memset(f, 0, sizeof(*f));
-	journal_init(&f->j);
+	tu_journal_init(&f->j);
 	tu_tally_init(&f->done);
 	tu_latch_init(&f->stop_domain_reached, 1);
 	f->domain_send_at_close_state = -1;
@@ -214,7 +156,7 @@ static void fixture_destroy(struct fixture *f, bool owns_supplier)
 		agr_supplier_free(f->sup);
 	tu_latch_destroy(&f->stop_domain_reached);
 	tu_tally_destroy(&f->done);
-	journal_destroy(&f->j);
+	tu_journal_destroy(&f->j);
 }
 
 static void send_ok(agr_dispatcher *d, struct tmsg *t)
@@ -308,7 +250,7 @@ START_TEST(graceful_stop_closes_domain_state_scheduler)
 			&t[i]);
 	}
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
-	assert_journal(&f.j, expected, 7);
+	tu_journal_assert(&f.j, expected, 7, 7);
 	/* Each step happened after the one before had taken effect. */
 	ck_assert_int_eq(f.disposed_at_close_domain, 0);
 	ck_assert_int_eq(f.domain_send_at_close_state, -ESHUTDOWN);
@@ -343,7 +285,7 @@ START_TEST(start_and_quiesce_go_to_children_in_order)
 	ck_assert_int_eq(agr_composite_start(f.c), 0);
 	ck_assert_int_eq(agr_composite_quiesce(f.c), 0);
 	ck_assert_int_eq(agr_composite_quiesce(f.c), 0); /* once only */
-	assert_journal(&f.j, expected, 4);
+	tu_journal_assert(&f.j, expected, 4, 4);
 	tmsg_init(&late, "order-1");
 	ck_assert_int_eq(agr_dispatcher_send(agr_composite_event_stream(f.c),
 					     &late.m),
@@ -396,11 +338,11 @@ START_TEST(domain_start_failure_keeps_state_unstarted)
 				 agr_composite_event_stream(f.c)),
 			 0);
 	ck_assert_int_eq(agr_composite_start(f.c), -ESHUTDOWN);
-	ck_assert_int_eq(journal_count(&f.j, "start:state"), 0);
+	ck_assert_int_eq(tu_journal_count(&f.j, "start:state"), 0);
 	ck_assert_int_eq(atomic_load(&parked.completions), 0);
 
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
-	assert_journal(&f.j, expected, 6);
+	tu_journal_assert(&f.j, expected, 6, 6);
 	ck_assert(tu_tally_wait(&f.done, 1, TU_LONG_NS));
 	ck_assert_int_eq(parked.status, AGR_DISCARDED);
 	ck_assert_int_eq(atomic_load(&calls), 0);
@@ -456,9 +398,9 @@ static void *call_force_stop(void *arg)
 static void assert_forced_once(struct fixture *f)
 {
 	ck_assert(agr_scheduler_is_disposed(f->sched));
-	ck_assert_int_eq(journal_count(&f->j, "force:scheduler"), 1);
-	ck_assert_int_eq(journal_count(&f->j, "force:domain"), 1);
-	ck_assert_int_eq(journal_count(&f->j, "force:state"), 1);
+	ck_assert_int_eq(tu_journal_count(&f->j, "force:scheduler"), 1);
+	ck_assert_int_eq(tu_journal_count(&f->j, "force:domain"), 1);
+	ck_assert_int_eq(tu_journal_count(&f->j, "force:state"), 1);
 }
 
 /*
@@ -513,9 +455,9 @@ START_TEST(force_stop_returns_while_child_cleanup_blocks)
 	pthread_join(graceful.thread, NULL);
 	ck_assert_int_eq(graceful.result, 0);
 	/* The graceful stop reached the supplier after the force: skipped. */
-	ck_assert_int_eq(journal_count(&f.j, "stop:scheduler"), 0);
-	ck_assert_int_eq(journal_count(&f.j, "close:state"), 1);
-	ck_assert_int_eq(journal_count(&f.j, "force:scheduler"), 1);
+	ck_assert_int_eq(tu_journal_count(&f.j, "stop:scheduler"), 0);
+	ck_assert_int_eq(tu_journal_count(&f.j, "close:state"), 1);
+	ck_assert_int_eq(tu_journal_count(&f.j, "force:scheduler"), 1);
 	ck_assert(tu_tally_wait(&f.done, 1, TU_LONG_NS));
 	ck_assert_int_eq(t.status, 0);
 	fixture_destroy(&f, true);
@@ -526,54 +468,20 @@ END_TEST
 
 /* ---- a child whose stop fails ---- */
 
-struct stuck_recv {
-	int fds[2];
-	char buf[8];
-	agr_exchange *ex;
-	atomic_int submit_ret;
-	atomic_int recv_res;
-	struct tu_latch started;
-};
-
-static void recv_finished(int res, void *arg)
-{
-	struct stuck_recv *r = arg;
-
-	atomic_store(&r->recv_res, res);
-	agr_exchange_done(r->ex, res < 0 ? res : 0);
-}
-
-/* Waits for bytes nobody sends: the message never finishes alone. */
-static int recv_forever(agr_exchange *ex, void *arg)
-{
-	struct stuck_recv *r = arg;
-	int ret;
-
-	r->ex = ex;
-	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
-			  sizeof(r->buf), 0, recv_finished, r);
-	atomic_store(&r->submit_ret, ret);
-	tu_latch_count_down(&r->started);
-	return ret < 0 ? ret : AGR_PENDING;
-}
-
 START_TEST(failed_child_stop_still_stops_the_rest)
 {
 	static const char *const expected[] = {
 		"start:domain", "start:state", "close:domain", "close:state",
 		"stop:state",	"stop:domain", "stop:scheduler" };
 	struct fixture f;
-	struct stuck_recv r = { .fds = { -1, -1 } };
+	struct tu_stuck_recv r;
 	struct tmsg stuck, fine, late;
 
 	fixture_init(&f, true);
-	atomic_init(&r.submit_ret, 1);
-	atomic_init(&r.recv_res, 1);
-	tu_latch_init(&r.started, 1);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
+	tu_stuck_recv_init(&r);
 	ck_assert_int_eq(agr_dispatcher_register(
 				 agr_composite_event_stream(f.c), NULL,
-				 recv_forever, &r),
+				 tu_stuck_recv_fn, &r),
 			 0);
 	ck_assert_int_eq(agr_composite_start(f.c), 0);
 	tmsg_init(&stuck, "order-1");
@@ -588,7 +496,7 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 	/* The domain child cannot drain; the others are still stopped. */
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, 100 * MS),
 			 -ETIMEDOUT);
-	assert_journal(&f.j, expected, 7);
+	tu_journal_assert(&f.j, expected, 7, 7);
 	ck_assert_int_eq(f.domain_send_at_close_state, -ESHUTDOWN);
 	ck_assert_int_eq(f.state_send_at_stop_scheduler, -ESHUTDOWN);
 	ck_assert(agr_scheduler_is_disposed(f.sched));
@@ -604,18 +512,11 @@ START_TEST(failed_child_stop_still_stops_the_rest)
 	ck_assert_int_eq(stuck.status, AGR_INTERRUPTED);
 	ck_assert_int_eq(atomic_load(&stuck.completions), 1);
 	fixture_destroy(&f, true);
-	close(r.fds[0]);
-	close(r.fds[1]);
-	tu_latch_destroy(&r.started);
+	tu_stuck_recv_destroy(&r);
 }
 END_TEST
 
 /* ---- a borrowed supplier stays its owner's ---- */
-
-static void count_down(void *arg)
-{
-	tu_latch_count_down(arg);
-}
 
 START_TEST(supplier_not_owned_is_left_running)
 {
@@ -629,11 +530,11 @@ START_TEST(supplier_not_owned_is_left_running)
 	ck_assert_int_eq(agr_composite_start(f.c), 0);
 	ck_assert_int_eq(agr_composite_stop_gracefully(f.c, TU_LONG_NS), 0);
 	ck_assert_int_eq(agr_composite_force_stop(f.c), 0);
-	assert_journal(&f.j, expected, 8);
+	tu_journal_assert(&f.j, expected, 8, 8);
 	ck_assert(!agr_scheduler_is_disposed(f.sched));
 	tu_latch_init(&ran, 1);
-	ck_assert_int_eq(agr_scheduler_schedule(f.sched, 0, count_down, &ran),
-			 0);
+	ck_assert_int_eq(
+		agr_scheduler_schedule(f.sched, 0, tu_count_down, &ran), 0);
 	ck_assert(tu_latch_wait(&ran, TU_LONG_NS));
 	tu_latch_destroy(&ran);
 	agr_composite_free(f.c);

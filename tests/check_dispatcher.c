@@ -201,6 +201,19 @@ void start(agr_dispatcher *d)
 	ck_assert_int_eq(agr_dispatcher_start(d), 0);
 }
 
+agr_dispatcher *started_dispatcher(int workers, int groups,
+				   void *complete_arg, const char *type,
+				   agr_handler_fn fn, void *arg)
+{
+	agr_dispatcher_options o = owned_options(workers, groups,
+						 complete_arg);
+	agr_dispatcher *d = new_dispatcher(&o);
+
+	add_fn(d, type, fn, arg);
+	start(d);
+	return d;
+}
+
 void send_ok(agr_dispatcher *d, struct tmsg *t)
 {
 	ck_assert_int_eq(agr_dispatcher_send(d, &t->m), 0);
@@ -400,14 +413,10 @@ END_TEST
 START_TEST(graceful_stop_when_idle_completes)
 {
 	struct journal j;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 
 	journal_init(&j);
-	o = owned_options(2, 8, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, handle, &j);
-	start(d);
+	d = started_dispatcher(2, 8, &j, NULL, handle, &j);
 	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
 	/* It owns the supplier, so the workers are gone too. */
 	ck_assert(agr_scheduler_is_terminated(agr_dispatcher_scheduler(d)));
@@ -423,15 +432,11 @@ START_TEST(graceful_stop_drains_in_order)
 	struct tmsg t1, t2, late;
 	struct stopper s;
 	struct held h;
-	agr_dispatcher_options o;
 	agr_dispatcher_stats st;
 	agr_dispatcher *d;
 
 	held_init(&h);
-	o = owned_options(1, 8, &h.j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, hold_first, &h);
-	start(d);
+	d = started_dispatcher(1, 8, &h.j, NULL, hold_first, &h);
 	tmsg_init(&t1, "order-1", 1);
 	tmsg_init(&t2, "order-1", 2);
 	tmsg_init(&late, "order-2", 3);
@@ -563,17 +568,13 @@ START_TEST(sends_after_stop_are_refused)
 	struct tmsg first, t[5];
 	agr_message *batch[2];
 	struct journal j;
-	agr_dispatcher_options o;
 	agr_dispatcher_stats st;
 	agr_dispatcher *d;
 	size_t admitted = 99;
 	int i;
 
 	journal_init(&j);
-	o = owned_options(2, 8, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, handle, &j);
-	start(d);
+	d = started_dispatcher(2, 8, &j, NULL, handle, &j);
 	tmsg_init(&first, "order-1", 1);
 	send_ok(d, &first);
 	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
@@ -616,15 +617,11 @@ START_TEST(handler_error_is_reported)
 {
 	struct tmsg t1, t2;
 	struct journal j;
-	agr_dispatcher_options o;
 	agr_dispatcher_stats st;
 	agr_dispatcher *d;
 
 	journal_init(&j);
-	o = owned_options(1, 8, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, fail_first, &j);
-	start(d);
+	d = started_dispatcher(1, 8, &j, NULL, fail_first, &j);
 	tmsg_init(&t1, "order-1", 1);
 	tmsg_init(&t2, "order-1", 2);
 	send_ok(d, &t1);
@@ -679,6 +676,6 @@ static Suite *suite(void)
 int main(void)
 {
 	tu_require_io_uring();
-	logbook_init();
+	tu_logbook_init(&logbook);
 	return tu_run(suite());
 }

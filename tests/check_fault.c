@@ -56,16 +56,7 @@ const agr_named_aggregate payment = { "sales", "Payment" };
 
 /* ---- what the library logged ---- */
 
-#define LOG_LINES 256
-
-static struct {
-	pthread_mutex_t lock;
-	pthread_cond_t grew; /* a line was added */
-	int n;
-	agr_log_level level[LOG_LINES];
-	char line[LOG_LINES][320];
-} logbook = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
+struct tu_logbook logbook;
 struct tu_tally log_errors; /* errors logged, to wait for */
 
 static void log_hook(agr_log_level level, const char *msg, void *arg)
@@ -73,82 +64,16 @@ static void log_hook(agr_log_level level, const char *msg, void *arg)
 	(void)arg;
 	if (level == AGR_LOG_DEBUG)
 		return; /* one per injected fault: not what is checked */
-	pthread_mutex_lock(&logbook.lock);
-	if (logbook.n < LOG_LINES) {
-		logbook.level[logbook.n] = level;
-		snprintf(logbook.line[logbook.n], sizeof(logbook.line[0]),
-			 "%s", msg);
-		logbook.n++;
-		pthread_cond_broadcast(&logbook.grew);
-	}
-	pthread_mutex_unlock(&logbook.lock);
+	tu_logbook_keep(level, msg, &logbook);
 	if (level == AGR_LOG_ERROR)
 		tu_tally_add(&log_errors);
-}
-
-static int count_locked(agr_log_level level, const char *a, const char *b)
-{
-	int i, n = 0;
-
-	for (i = 0; i < logbook.n; i++)
-		if (logbook.level[i] == level && strstr(logbook.line[i], a) &&
-		    (!b || strstr(logbook.line[i], b)))
-			n++;
-	return n;
-}
-
-/* Lines logged at `level` that contain `a` and, if not NULL, `b`. */
-int log_count(agr_log_level level, const char *a, const char *b)
-{
-	int n;
-
-	pthread_mutex_lock(&logbook.lock);
-	n = count_locked(level, a, b);
-	pthread_mutex_unlock(&logbook.lock);
-	return n;
-}
-
-/*
- * As log_count, once such a line is there or TU_LONG_NS passed: a worker
- * may report a failure CQE after the work it concerned has completed.
- */
-int log_wait(agr_log_level level, const char *a, const char *b)
-{
-	struct timespec ts = tu_deadline_after(TU_LONG_NS);
-	int n;
-
-	pthread_mutex_lock(&logbook.lock);
-	while ((n = count_locked(level, a, b)) < 1 &&
-	       pthread_cond_timedwait(&logbook.grew, &logbook.lock, &ts) !=
-		       ETIMEDOUT)
-		;
-	pthread_mutex_unlock(&logbook.lock);
-	return n;
-}
-
-void dump_log(void)
-{
-	int i;
-
-	pthread_mutex_lock(&logbook.lock);
-	for (i = 0; i < logbook.n; i++)
-		fprintf(stderr, "log[%d] %d: %s\n", i, logbook.level[i],
-			logbook.line[i]);
-	pthread_mutex_unlock(&logbook.lock);
-}
-
-const char *or_empty(const char *s)
-{
-	return s ? s : "";
 }
 
 static void setup(void)
 {
 	tu_reset_worker_failures();
 	agr_fault_reset();
-	pthread_mutex_lock(&logbook.lock);
-	logbook.n = 0;
-	pthread_mutex_unlock(&logbook.lock);
+	tu_logbook_clear(&logbook);
 	tu_tally_init(&log_errors);
 	agr_set_log_hook(log_hook, NULL);
 }
@@ -283,7 +208,8 @@ START_TEST(ring_setup_fails)
 	snprintf(needle, sizeof(needle), "io_uring_setup failed with %s:",
 		 setup_errors[_i].name);
 	ASSERT_LOGGED(AGR_LOG_ERROR, needle, NULL);
-	ck_assert_int_eq(log_count(AGR_LOG_ERROR, "io_uring_setup", NULL),
+	ck_assert_int_eq(tu_logbook_count(&logbook, AGR_LOG_ERROR,
+					  "io_uring_setup", NULL, NULL),
 			 1);
 	assert_recovers(sup, fds);
 }
@@ -308,9 +234,12 @@ START_TEST(ring_setup_einval_falls_back)
 			 0);
 	ck_assert_int_eq(agr_supplier_get_or_init(sup, &order, &s), 0);
 	ck_assert_uint_eq(agr_fault_fired(AGR_FAULT_RING_SETUP), 1);
-	ck_assert_int_eq(log_count(AGR_LOG_INFO, "refused flags",
-				   "using the fallback flags"), 1);
-	ck_assert_int_eq(log_count(AGR_LOG_ERROR, "io_uring_setup", NULL),
+	ck_assert_int_eq(tu_logbook_count(&logbook, AGR_LOG_INFO,
+					  "refused flags",
+					  "using the fallback flags", NULL),
+			 1);
+	ck_assert_int_eq(tu_logbook_count(&logbook, AGR_LOG_ERROR,
+					  "io_uring_setup", NULL, NULL),
 			 0);
 	run_on_every_worker(s, flags);
 	/* One worker on the kernel's best flags, the other a rung lower. */
@@ -691,7 +620,7 @@ int main(void)
 	 */
 	setenv("AGR_IDLE_SPIN_US", "0", 0);
 	tu_require_io_uring();
-	tu_cond_init_monotonic(&logbook.grew);
+	tu_logbook_init(&logbook);
 	return tu_run(fault_suite());
 }
 

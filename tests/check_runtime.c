@@ -72,69 +72,7 @@ int errors_logged(void)
 
 /* ---- a journal of calls ---- */
 
-#define MAX_STEPS 64
-
-#define STEP_LEN 48
-
-struct journal {
-	pthread_mutex_t lock;
-	char steps[MAX_STEPS][STEP_LEN];
-	int n;
-};
-
-static struct journal journal = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-void journal_reset(void)
-{
-	pthread_mutex_lock(&journal.lock);
-	journal.n = 0;
-	pthread_mutex_unlock(&journal.lock);
-}
-
-void journal_add(const char *verb, const char *name)
-{
-	pthread_mutex_lock(&journal.lock);
-	if (journal.n < MAX_STEPS) {
-		snprintf(journal.steps[journal.n], STEP_LEN, "%s:%s", verb,
-			 name);
-		journal.n++;
-	}
-	pthread_mutex_unlock(&journal.lock);
-}
-
-void assert_journal(const char *const *expected, int n)
-{
-	int i;
-
-	pthread_mutex_lock(&journal.lock);
-	for (i = 0; i < n && i < journal.n; i++)
-		ck_assert_str_eq(journal.steps[i], expected[i]);
-	ck_assert_int_eq(journal.n, n);
-	pthread_mutex_unlock(&journal.lock);
-}
-
-/* The first `k` entries are `expected`, and there are `n` in all. */
-void assert_journal_prefix(const char *const *expected, int k, int n)
-{
-	int i;
-
-	pthread_mutex_lock(&journal.lock);
-	for (i = 0; i < k && i < journal.n; i++)
-		ck_assert_str_eq(journal.steps[i], expected[i]);
-	ck_assert_int_eq(journal.n, n);
-	pthread_mutex_unlock(&journal.lock);
-}
-
-int journal_count(const char *step)
-{
-	int i, n = 0;
-
-	pthread_mutex_lock(&journal.lock);
-	for (i = 0; i < journal.n; i++)
-		n += strcmp(journal.steps[i], step) == 0;
-	pthread_mutex_unlock(&journal.lock);
-	return n;
-}
+struct tu_journal journal = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* ---- probes: components of our own ---- */
 
@@ -197,7 +135,7 @@ static int probe_quiesce(void *self)
 	struct probe *p = self;
 
 	atomic_fetch_add(&p->quiesces, 1);
-	journal_add("quiesce", p->name);
+	tu_journal_add(&journal, "quiesce", p->name);
 	if (p->rt) {
 		p->lease_at_quiesce = agr_runtime_lease_acquire(p->rt);
 		if (p->lease_at_quiesce == 0)
@@ -213,7 +151,7 @@ static int probe_prepare(void *self, agr_runtime *rt)
 
 	atomic_fetch_add(&p->prepares, 1);
 	p->rt = rt;
-	journal_add("prepare", p->name);
+	tu_journal_add(&journal, "prepare", p->name);
 	if (p->report_in_prepare)
 		ck_assert_int_eq(agr_runtime_report_failure(
 					 rt, p->report_in_prepare),
@@ -227,7 +165,7 @@ static int probe_start(void *self)
 	struct probe *p = self;
 
 	atomic_fetch_add(&p->starts, 1);
-	journal_add("start", p->name);
+	tu_journal_add(&journal, "start", p->name);
 	if (p->report_in_start)
 		ck_assert_int_eq(agr_runtime_report_failure(
 					 p->rt, p->report_in_start),
@@ -242,7 +180,7 @@ static int probe_stop(void *self, uint64_t deadline_ns)
 
 	atomic_fetch_add(&p->stops, 1);
 	p->deadline_seen = deadline_ns;
-	journal_add("stop", p->name);
+	tu_journal_add(&journal, "stop", p->name);
 	tu_latch_count_down(&p->stop_entered);
 	if (p->mode == STOP_BLOCKS_UNTIL_FORCED)
 		probe_block(p, &p->forced);
@@ -256,7 +194,7 @@ static int probe_force(void *self)
 	struct probe *p = self;
 
 	atomic_fetch_add(&p->forces, 1);
-	journal_add("force", p->name);
+	tu_journal_add(&journal, "force", p->name);
 	pthread_mutex_lock(&p->lock);
 	p->forced = true;
 	pthread_cond_broadcast(&p->cond);
@@ -276,6 +214,16 @@ void add_probe(agr_runtime *rt, struct probe *p)
 {
 	ck_assert_int_eq(agr_runtime_add_component(rt, p->name, &probe_ops, p),
 			 0);
+}
+
+void add_two_probes(agr_runtime *rt, struct probe *first,
+		    struct probe *second)
+{
+	tu_journal_reset(&journal);
+	probe_init(first, "first");
+	probe_init(second, "second");
+	add_probe(rt, first);
+	add_probe(rt, second);
 }
 
 agr_runtime *new_runtime(uint64_t timeout_ns, uint64_t quiet_ns)
@@ -341,6 +289,30 @@ agr_dispatcher *new_dispatcher(agr_supplier *sup, const char *name,
 	o.complete_arg = done;
 	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
 	return d;
+}
+
+static void journal_step(const char *step, void *arg)
+{
+	(void)arg;
+	tu_journal_add(&journal, "composite", step);
+}
+
+agr_composite *new_orders(agr_supplier *sup, struct tu_tally *done)
+{
+	agr_composite_options o;
+	agr_composite *comp = NULL;
+
+	memset(&o, 0, sizeof(o));
+	o.name = "orders";
+	o.named_aggregate = order;
+	o.supplier = sup;
+	o.owns_supplier = true;
+	o.event_stream.on_complete = on_complete;
+	o.event_stream.complete_arg = done;
+	o.state_event = o.event_stream;
+	o.on_step = journal_step;
+	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	return comp;
 }
 
 void send_ok(agr_dispatcher *d, struct tmsg *t)
@@ -492,14 +464,10 @@ START_TEST(components_quiesce_in_order_and_stop_in_reverse)
 	struct probe first, second;
 	uint64_t before;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
-	add_probe(rt, &first);
-	add_probe(rt, &second);
+	add_two_probes(rt, &first, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 4);
+	tu_journal_assert(&journal, expected, 4, 4);
 	/* One absolute deadline, stop time + timeout, given to each. */
 	ck_assert_uint_eq(first.deadline_seen, second.deadline_seen);
 	ck_assert_uint_ge(first.deadline_seen, before + TU_LONG_NS);

@@ -46,11 +46,6 @@ static void count(void *arg)
 	atomic_fetch_add((atomic_int *)arg, 1);
 }
 
-static void count_down(void *arg)
-{
-	tu_latch_count_down(arg);
-}
-
 static void count_cancel(void *arg, int reason)
 {
 	(void)reason;
@@ -285,7 +280,7 @@ START_TEST(schedule_after_graceful_stop_is_refused)
 
 	/* Up and running first, so the stop has real workers to end. */
 	tu_latch_init(&ran, 1);
-	ck_assert_int_eq(agr_scheduler_schedule(s, 1, count_down, &ran), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(s, 1, tu_count_down, &ran), 0);
 	ck_assert(tu_latch_wait(&ran, TU_LONG_NS));
 	ck_assert_int_eq(agr_scheduler_schedule(s, 0, count, &before), 0);
 

@@ -42,17 +42,12 @@ static agr_scheduler *lookup(agr_supplier *sup,
 
 /* ---- a task that counts a latch down ---- */
 
-static void count_down(void *arg)
-{
-	tu_latch_count_down(arg);
-}
-
 static void assert_runs_task(agr_scheduler *s)
 {
 	struct tu_latch done;
 
 	tu_latch_init(&done, 1);
-	ck_assert_int_eq(agr_scheduler_schedule(s, 0, count_down, &done), 0);
+	ck_assert_int_eq(agr_scheduler_schedule(s, 0, tu_count_down, &done), 0);
 	ck_assert(tu_latch_wait(&done, TU_LONG_NS));
 	tu_latch_destroy(&done);
 }
@@ -265,7 +260,7 @@ START_TEST(lookup_fails_after_graceful_stop)
 	ck_assert_int_eq(agr_supplier_get_or_init(sup, &cart, &t),
 			 -ESHUTDOWN);
 	ck_assert_ptr_null(t);
-	ck_assert_int_eq(agr_scheduler_schedule(s, 0, count_down, NULL),
+	ck_assert_int_eq(agr_scheduler_schedule(s, 0, tu_count_down, NULL),
 			 -ESHUTDOWN);
 	/* The terminal result is kept for every later caller. */
 	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, 0), 0);

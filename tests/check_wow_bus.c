@@ -23,41 +23,7 @@
 
 #include "testutil.h"
 #include "testutil_redis.h"
-
-/* The spec's command example (section 3), as Wow writes it. */
-static const char SPEC_COMMAND[] =
-	"{\"id\":\"command-id\",\"contextName\":\"sales\",\"aggregateName\":"
-	"\"Order\",\"name\":\"CreateOrder\",\"header\":{\"trace\":\"trace-1\"},"
-	"\"tenantId\":\"tenant-1\",\"aggregateId\":\"order-1\",\"ownerId\":"
-	"\"owner-1\",\"spaceId\":\"space-1\",\"requestId\":\"request-1\","
-	"\"aggregateVersion\":3,\"isCreate\":true,\"isVoid\":false,"
-	"\"allowCreate\":true,\"bodyType\":\"me.ahoo.wow.serialization."
-	"JsonSerializerCommandTest$CreateOrder\",\"body\":{\"orderId\":"
-	"\"order-1\",\"quantity\":2},\"createTime\":1000}";
-
-/* The spec's domain event stream example, and it as a state event. */
-static const char SPEC_STREAM[] =
-	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
-	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
-	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
-	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
-	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
-	"\"1\",\"bodyType\":"
-	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
-	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
-
-static const char SPEC_STATE[] =
-	"{\"id\":\"stream-1\",\"contextName\":\"sales\",\"aggregateName\":"
-	"\"Order\",\"header\":{},\"aggregateId\":\"order-1\",\"tenantId\":"
-	"\"tenant-1\",\"ownerId\":\"owner-1\",\"spaceId\":\"space-1\","
-	"\"commandId\":\"command-1\",\"requestId\":\"request-1\",\"version\":5,"
-	"\"firstOperator\":\"op-1\",\"firstEventTime\":1500,\"state\":"
-	"{\"orderId\":\"order-1\",\"status\":\"CREATED\"},\"tags\":"
-	"{\"region\":[\"east\"]},\"deleted\":false,"
-	"\"body\":[{\"id\":\"event-1\",\"name\":\"OrderCreated\",\"revision\":"
-	"\"1\",\"bodyType\":"
-	"\"me.ahoo.wow.serialization.JsonSerializerEventTest$OrderCreated\","
-	"\"body\":{\"orderId\":\"order-1\"}}],\"createTime\":2000}";
+#include "wow_spec_docs.h"
 
 /* ---- a service: supplier, dispatcher, consumer ---- */
 
@@ -196,7 +162,7 @@ START_TEST(test_spec_command_consumed_and_acked)
 	service_start(&sv, &seen, &o, 0);
 	/* XGROUP CREATE ... MKSTREAM made the stream and the group. */
 	ck_assert_int_eq(tu_redis_integer("EXISTS %s", topics[0]), 1);
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_command);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
 	ck_assert_int_eq(atomic_load(&seen.spec_ok), 1);
 	ck_assert_int_eq(tu_redis_pending(topics[0], o.group), 0);
@@ -215,8 +181,8 @@ START_TEST(test_event_and_state_topics)
 	o.ntopics = 2;
 	o.group = "sales.ProjectionDispatcher";
 	service_start(&sv, &seen, &o, 0);
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_STREAM);
-	tu_redis_ok("XADD %s * msg %s", topics[1], SPEC_STATE);
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_stream);
+	tu_redis_ok("XADD %s * msg %s", topics[1], spec_state);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 2);
 	ck_assert_int_eq(atomic_load(&seen.streams), 1);
 	ck_assert_int_eq(atomic_load(&seen.states), 1);
@@ -235,7 +201,7 @@ START_TEST(test_failure_is_acked_as_wow_does)
 
 	service_start(&sv, &seen, &o, 0);
 	for (int i = 0; i < 50; i++)
-		tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+		tu_redis_ok("XADD %s * msg %s", topics[0], spec_command);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 50);
 	ck_assert_int_eq(atomic_load(&seen.count), 50);
 	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 0);
@@ -253,9 +219,9 @@ START_TEST(test_undecodable_stays_pending)
 	o.no_recovery = true;
 	service_start(&sv, &seen, &o, 0);
 	tu_redis_ok("XADD %s * msg %s", topics[0], "{not json");
-	tu_redis_ok("XADD %s * other %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * other %s", topics[0], spec_command);
 	tu_redis_ok("XADD %s * msg %s", topics[0], "{\"id\":\"x\"}");
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_command);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
 	TU_WAIT_EQ(STAT(sv.bus, undecodable), 3);
 	ck_assert_int_eq(atomic_load(&seen.count), 1);
@@ -271,10 +237,10 @@ START_TEST(test_busygroup_ignored_and_new_group_skips_old)
 	struct seen seen = { 0 };
 	struct service sv;
 
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND); /* before $ */
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_command); /* before $ */
 	tu_redis_ok("XGROUP CREATE %s g $ MKSTREAM", topics[1]);
 	service_start(&sv, &seen, &o, 0);
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_command);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 1);
 	ck_assert_int_eq(STAT(sv.bus, read), 1);
 	service_stop(&sv);
@@ -314,7 +280,7 @@ static void strand_entries(const char *topic, const char *owner, int n)
 	redisReply *r;
 
 	for (int i = 0; i < n; i++)
-		tu_redis_ok("XADD %s * msg %s", topic, SPEC_COMMAND);
+		tu_redis_ok("XADD %s * msg %s", topic, spec_command);
 	r = redisCommand(c, "XREADGROUP GROUP g %s STREAMS %s >", owner, topic);
 	ck_assert_ptr_nonnull(r);
 	ck_assert_int_eq(r->type, REDIS_REPLY_ARRAY);
@@ -406,7 +372,7 @@ START_TEST(test_backlog_read_in_bounded_batches)
 	/* All 400 at once (a script is atomic): the blocked read sees them. */
 	tu_redis_ok("EVAL %s 1 %s %s",
 		"for i = 1, 400 do redis.call('XADD', KEYS[1], '*', 'msg', "
-		"ARGV[1]) end", topics[0], SPEC_COMMAND);
+		"ARGV[1]) end", topics[0], spec_command);
 	TU_WAIT_EQ(STAT(sv.bus, acked), 400);
 	atomic_store(&peak_bus, NULL);
 	ck_assert_int_eq(atomic_load(&seen.count), 400);
@@ -427,7 +393,7 @@ START_TEST(test_not_admitted_stays_pending)
 	o.no_recovery = true;
 	service_start(&sv, &seen, &o, 0);
 	ck_assert_int_eq(agr_dispatcher_quiesce(sv.disp), 0);
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_command);
 	TU_WAIT_EQ(STAT(sv.bus, not_admitted), 1);
 	ck_assert_int_eq(tu_redis_pending(topics[0], "g"), 1);
 	service_stop(&sv);
@@ -461,8 +427,8 @@ static void publish_task(void *arg)
 	ro.port = tu_redis_port();
 	ret = agr_redis_new(agr_worker_current(), &ro, &p->r);
 	if (ret == 0)
-		ret = agr_wow_publish(p->r, "t8.Order:command", SPEC_COMMAND,
-				      strlen(SPEC_COMMAND), on_published, p);
+		ret = agr_wow_publish(p->r, "t8.Order:command", spec_command,
+				      strlen(spec_command), on_published, p);
 	if (ret < 0) {
 		p->err = ret;
 		tu_latch_count_down(&p->done);
@@ -490,7 +456,7 @@ START_TEST(test_publish)
 	ck_assert_uint_eq(r->elements, 1);
 	ck_assert_str_eq(r->element[0]->element[1]->element[0]->str, "msg");
 	ck_assert_str_eq(r->element[0]->element[1]->element[1]->str,
-			 SPEC_COMMAND);
+			 spec_command);
 	freeReplyObject(r);
 	redisFree(c);
 	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
@@ -553,7 +519,7 @@ START_TEST(test_shutdown_ends_a_livelocked_handler)
 	ck_assert_int_eq(agr_wow_bus_new(&o, &sv.bus), 0);
 	ck_assert_int_eq(agr_wow_bus_start(sv.bus), 0);
 	ck_assert_int_eq(agr_wow_bus_wait_ready(sv.bus, TU_LONG_NS), 0);
-	tu_redis_ok("XADD %s * msg %s", topics[0], SPEC_COMMAND);
+	tu_redis_ok("XADD %s * msg %s", topics[0], spec_command);
 	TU_WAIT_EQ(atomic_load(&spins) > 20, 1);
 	/* the bug: a graceful stop waits on the handler, whatever the time */
 	ck_assert_int_eq(agr_wow_bus_stop(sv.bus, 300000000ull), -ETIMEDOUT);
@@ -608,15 +574,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	int rc;
-
-	tu_require_io_uring();
-	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "SKIP: redis-server is not installed\n");
-		return TU_SKIP;
-	}
-	tu_redis_start("check_wow_bus");
-	rc = tu_run(suite());
-	tu_redis_stop();
-	return rc;
+	return tu_redis_run("check_wow_bus", suite);
 }

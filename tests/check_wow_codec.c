@@ -235,17 +235,6 @@ START_TEST(test_alias_topics_groups_lease)
 }
 END_TEST
 
-/* The spec's section 3 command example, in Wow's serializer order. */
-const char spec_command[] =
-	"{\"id\":\"command-id\",\"contextName\":\"sales\",\"aggregateName\":"
-	"\"Order\",\"name\":\"CreateOrder\",\"header\":{\"trace\":\"trace-1\"},"
-	"\"tenantId\":\"tenant-1\",\"aggregateId\":\"order-1\",\"ownerId\":"
-	"\"owner-1\",\"spaceId\":\"space-1\",\"requestId\":\"request-1\","
-	"\"aggregateVersion\":3,\"isCreate\":true,\"isVoid\":false,"
-	"\"allowCreate\":true,\"bodyType\":"
-	"\"me.ahoo.wow.serialization.JsonSerializerCommandTest$CreateOrder\","
-	"\"body\":{\"orderId\":\"order-1\",\"quantity\":2},\"createTime\":1000}";
-
 static const agr_wow_header trace_header[] = { { "trace", "trace-1" } };
 
 static agr_wow_command spec_command_struct(void)
@@ -285,7 +274,7 @@ START_TEST(test_command_encode_spec_example)
 
 	ck_assert_int_eq(agr_wow_command_encode(&c, &json, &len), 0);
 	ck_assert_str_eq(json, spec_command);
-	ck_assert_uint_eq(len, sizeof(spec_command) - 1);
+	ck_assert_uint_eq(len, strlen(spec_command));
 	free(json);
 }
 END_TEST
@@ -295,7 +284,7 @@ START_TEST(test_command_decode_spec_example)
 	agr_wow_command *c;
 
 	ck_assert_int_eq(agr_wow_command_decode(spec_command,
-						sizeof(spec_command) - 1, &c),
+						strlen(spec_command), &c),
 			 0);
 	ck_assert_str_eq(c->id, "command-id");
 	ck_assert_str_eq(c->context_name, "sales");

@@ -627,15 +627,5 @@ static Suite *suite(void)
 
 int main(void)
 {
-	int rc;
-
-	tu_require_io_uring();
-	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
-		fprintf(stderr, "SKIP: redis-server is not installed\n");
-		return TU_SKIP;
-	}
-	tu_redis_start("check_wow_proc");
-	rc = tu_run(suite());
-	tu_redis_stop();
-	return rc;
+	return tu_redis_run("check_wow_proc", suite);
 }

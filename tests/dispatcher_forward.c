@@ -210,7 +210,6 @@ START_TEST(send_in_flight_is_refused)
 {
 	struct tmsg t1, t2, dirty;
 	agr_message *batch[2];
-	agr_dispatcher_options o;
 	agr_dispatcher_stats st;
 	agr_dispatcher *d;
 	size_t admitted = 99;
@@ -218,10 +217,7 @@ START_TEST(send_in_flight_is_refused)
 
 	held_init(&h);
 	logbook_open();
-	o = owned_options(1, 8, &h.j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, hold_first, &h);
-	start(d);
+	d = started_dispatcher(1, 8, &h.j, NULL, hold_first, &h);
 	tmsg_init(&t1, "order-1", 1);
 	tmsg_init(&t2, "order-1", 2);
 	send_ok(d, &t1);

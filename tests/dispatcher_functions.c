@@ -66,7 +66,6 @@ START_TEST(held_group_takes_a_send_without_an_activation)
 {
 	char id_a[32], id_b[32];
 	struct relay r;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 	uint64_t before;
 	int ga;
@@ -77,10 +76,7 @@ START_TEST(held_group_takes_a_send_without_an_activation)
 	tmsg_init(&r.x, id_a, 1);
 	tmsg_init(&r.y, id_b, 2);
 	tmsg_init(&r.z, id_a, 3);
-	o = owned_options(1, 8, &r.j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, relay_fn, &r);
-	start(d);
+	d = started_dispatcher(1, 8, &r.j, NULL, relay_fn, &r);
 	before = worker_items(d);
 	send_ok(d, &r.x);
 	ck_assert(journal_wait(&r.j, 3));
@@ -303,15 +299,11 @@ START_TEST(unmatched_message_is_skipped)
 {
 	struct journal j;
 	struct tmsg b;
-	agr_dispatcher_options o;
 	agr_dispatcher_stats st;
 	agr_dispatcher *d;
 
 	journal_init(&j);
-	o = owned_options(1, 8, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, "A", handle, &j);
-	start(d);
+	d = started_dispatcher(1, 8, &j, "A", handle, &j);
 	tmsg_init(&b, "order-1", 1);
 	b.m.type = "B";
 	send_ok(d, &b);

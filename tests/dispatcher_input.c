@@ -166,15 +166,11 @@ START_TEST(garbage_return_is_einval)
 {
 	struct journal j;
 	struct tmsg t;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 
 	agr_set_log_hook(count_log, NULL);
 	journal_init(&j);
-	o = owned_options(1, 8, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, return_garbage, &j);
-	start(d);
+	d = started_dispatcher(1, 8, &j, NULL, return_garbage, &j);
 	tmsg_init(&t, "order-1", 1);
 	send_ok(d, &t);
 	ck_assert(journal_wait(&j, 1));
@@ -243,6 +239,36 @@ static void finish_stuck(struct stuck *st)
 }
 
 /*
+ * A dispatcher whose function for `type` pends until finish_stuck(),
+ * started with the watchdog looking every 20 ms and its reports kept.
+ */
+static agr_dispatcher *watched_start(struct stuck *st, struct journal *j,
+				     const char *type)
+{
+	agr_dispatcher *d;
+
+	journal_init(j);
+	tu_tally_init(&st->reports);
+	tu_tally_init(&st->started);
+	stuck_now = st;
+	agr_set_log_hook(stuck_log, NULL);
+	d = started_dispatcher(1, 4, j, type, pend_forever, st);
+	ck_assert_int_eq(agr_watchdog_start(20 * MS), 0);
+	return d;
+}
+
+static void watched_end(struct stuck *st, struct journal *j,
+			agr_dispatcher *d)
+{
+	stop_and_free(d);
+	agr_set_log_hook(NULL, NULL);
+	stuck_now = NULL;
+	tu_tally_destroy(&st->reports);
+	tu_tally_destroy(&st->started);
+	journal_destroy(j);
+}
+
+/*
  * A function that returned AGR_PENDING and never finishes is named by
  * the watchdog (dispatcher, group, worker, type, age), once per
  * message, and counted in the stats and the exposition.
@@ -252,20 +278,10 @@ START_TEST(watchdog_names_a_stuck_message)
 	struct stuck st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct journal j;
 	struct tmsg a, b;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 	char page[16384], want[96];
 
-	journal_init(&j);
-	tu_tally_init(&st.reports);
-	tu_tally_init(&st.started);
-	stuck_now = &st;
-	agr_set_log_hook(stuck_log, NULL);
-	o = owned_options(1, 4, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, "Pay", pend_forever, &st);
-	start(d);
-	ck_assert_int_eq(agr_watchdog_start(20 * MS), 0);
+	d = watched_start(&st, &j, "Pay");
 	tmsg_init(&a, "order-1", 1);
 	a.m.type = "Pay";
 	send_ok(d, &a);
@@ -296,12 +312,7 @@ START_TEST(watchdog_names_a_stuck_message)
 			       "2\n"));
 	agr_watchdog_stop();
 	ck_assert_int_eq(tu_tally_value(&st.reports), 2);
-	stop_and_free(d);
-	agr_set_log_hook(NULL, NULL);
-	stuck_now = NULL;
-	tu_tally_destroy(&st.reports);
-	tu_tally_destroy(&st.started);
-	journal_destroy(&j);
+	watched_end(&st, &j, d);
 }
 END_TEST
 
@@ -311,19 +322,9 @@ START_TEST(watchdog_names_a_message_without_a_type)
 	struct stuck st = { .lock = PTHREAD_MUTEX_INITIALIZER };
 	struct journal j;
 	struct tmsg a;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 
-	journal_init(&j);
-	tu_tally_init(&st.reports);
-	tu_tally_init(&st.started);
-	stuck_now = &st;
-	agr_set_log_hook(stuck_log, NULL);
-	o = owned_options(1, 4, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, pend_forever, &st);
-	start(d);
-	ck_assert_int_eq(agr_watchdog_start(20 * MS), 0);
+	d = watched_start(&st, &j, NULL);
 	tmsg_init(&a, "order-1", 1); /* a.m.type stays NULL */
 	send_ok(d, &a);
 	ck_assert(tu_tally_wait(&st.reports, 1, TU_LONG_NS));
@@ -334,12 +335,7 @@ START_TEST(watchdog_names_a_message_without_a_type)
 	agr_watchdog_stop();
 	finish_stuck(&st);
 	ck_assert(journal_wait(&j, 1));
-	stop_and_free(d);
-	agr_set_log_hook(NULL, NULL);
-	stuck_now = NULL;
-	tu_tally_destroy(&st.reports);
-	tu_tally_destroy(&st.started);
-	journal_destroy(&j);
+	watched_end(&st, &j, d);
 }
 END_TEST
 
@@ -347,15 +343,11 @@ START_TEST(second_done_is_ignored)
 {
 	struct tmsg t1, t2;
 	struct journal j;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 
 	agr_set_log_hook(count_log, NULL);
 	journal_init(&j);
-	o = owned_options(1, 8, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, done_twice, &j);
-	start(d);
+	d = started_dispatcher(1, 8, &j, NULL, done_twice, &j);
 	tmsg_init(&t1, "order-1", 1);
 	tmsg_init(&t2, "order-1", 2);
 	send_ok(d, &t1);

@@ -219,17 +219,13 @@ START_TEST(groups_run_concurrently)
 	char id_a[32], id_b[32];
 	struct tmsg a, b;
 	struct journal j;
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 
 	journal_init(&j);
 	tu_latch_init(&rv.both, 2);
 	pick_id(id_a, sizeof(id_a), "left-", 64, 2, 0, -1);
 	pick_id(id_b, sizeof(id_b), "right-", 64, 2, 1, -1);
-	o = owned_options(2, 64, &j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, meet, &rv);
-	start(d);
+	d = started_dispatcher(2, 64, &j, NULL, meet, &rv);
 	tmsg_init(&a, id_a, 1);
 	tmsg_init(&b, id_b, 2);
 	send_ok(d, &a);

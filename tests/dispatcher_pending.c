@@ -127,6 +127,39 @@ static void note_recv_at_completion(agr_message *msg, int status, void *arg)
 }
 
 /*
+ * A dispatcher (on `sup`, owned or not) whose one function receives on
+ * r's socketpair and forgets its message: started, and `t` sent and its
+ * receive submitted.
+ */
+static agr_dispatcher *lost_recv_start(struct lost_recv *r,
+				       agr_supplier *sup, bool owned,
+				       struct tmsg *t)
+{
+	agr_dispatcher_options o = options(sup, owned, 8, r);
+	agr_dispatcher *d;
+
+	o.on_complete = note_recv_at_completion;
+	journal_init(&r->j);
+	tu_latch_init(&r->started, 1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r->fds), 0);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, recv_then_forget, r);
+	start(d);
+	tmsg_init(t, "order-1", 1);
+	send_ok(d, t);
+	ck_assert(tu_latch_wait(&r->started, TU_LONG_NS));
+	return d;
+}
+
+static void lost_recv_destroy(struct lost_recv *r)
+{
+	close(r->fds[0]);
+	close(r->fds[1]);
+	tu_latch_destroy(&r->started);
+	journal_destroy(&r->j);
+}
+
+/*
  * The force cancels the receive, whose callback does not finish the
  * function: the message ends (AGR_INTERRUPTED) once the receive is
  * gone, not before (its buffer is the kernel's until then). _i as
@@ -136,21 +169,11 @@ START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 {
 	agr_supplier *sup = new_supplier(1);
 	struct lost_recv r = { .recv_res = 1, .res_at_completion = 1 };
-	agr_dispatcher_options o = options(sup, _i == 0, 8, &r);
 	agr_dispatcher *d;
 	uint64_t before;
 	struct tmsg t;
 
-	o.on_complete = note_recv_at_completion;
-	journal_init(&r.j);
-	tu_latch_init(&r.started, 1);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, recv_then_forget, &r);
-	start(d);
-	tmsg_init(&t, "order-1", 1);
-	send_ok(d, &t);
-	ck_assert(tu_latch_wait(&r.started, TU_LONG_NS));
+	d = lost_recv_start(&r, sup, _i == 0, &t);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
 	/*
@@ -167,10 +190,7 @@ START_TEST(force_stop_discards_a_pending_message_once_its_io_is_gone)
 	ck_assert_int_eq(atomic_load(&t.completions), 1);
 	if (_i != 0)
 		agr_supplier_free(sup);
-	close(r.fds[0]);
-	close(r.fds[1]);
-	tu_latch_destroy(&r.started);
-	journal_destroy(&r.j);
+	lost_recv_destroy(&r);
 }
 END_TEST
 
@@ -182,36 +202,24 @@ START_TEST(graceful_timeout_names_io_in_flight)
 {
 	agr_supplier *sup = new_supplier(1);
 	struct lost_recv r = { .recv_res = 1, .res_at_completion = 1 };
-	agr_dispatcher_options o = options(sup, true, 8, &r);
 	agr_dispatcher *d;
 	struct tmsg t;
 
-	o.on_complete = note_recv_at_completion;
-	journal_init(&r.j);
-	tu_latch_init(&r.started, 1);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r.fds), 0);
 	logbook_open();
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, recv_then_forget, &r);
-	start(d);
-	tmsg_init(&t, "order-1", 1);
-	send_ok(d, &t);
-	ck_assert(tu_latch_wait(&r.started, TU_LONG_NS));
+	d = lost_recv_start(&r, sup, true, &t);
 	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, 20 * MS),
 			 -ETIMEDOUT);
 	ASSERT_LOGGED("agr_dispatcher_stop_gracefully() ran out",
 		      "holds a message of no type (NULL)",
 		      "ring operation(s) in flight that may be its own I/O");
-	ck_assert_int_eq(log_wait("has not called agr_exchange_done()", NULL,
-				  NULL, 0),
+	ck_assert_int_eq(tu_logbook_count(&logbook, TU_LOG_ANY,
+					  "has not called agr_exchange_done()",
+					  NULL, NULL),
 			 0);
 	agr_dispatcher_free(d);
 	ck_assert_int_eq(t.status, AGR_INTERRUPTED);
 	logbook_close();
-	close(r.fds[0]);
-	close(r.fds[1]);
-	tu_latch_destroy(&r.started);
-	journal_destroy(&r.j);
+	lost_recv_destroy(&r);
 }
 END_TEST
 
@@ -370,7 +378,6 @@ END_TEST
 /* A graceful stop that runs out names the group and message holding it. */
 START_TEST(graceful_timeout_names_what_holds_it)
 {
-	agr_dispatcher_options o;
 	agr_dispatcher *d;
 	struct tmsg t1;
 	struct held h;
@@ -378,10 +385,7 @@ START_TEST(graceful_timeout_names_what_holds_it)
 
 	held_init(&h);
 	logbook_open();
-	o = owned_options(1, 8, &h.j);
-	d = new_dispatcher(&o);
-	add_fn(d, NULL, hold_first, &h);
-	start(d);
+	d = started_dispatcher(1, 8, &h.j, NULL, hold_first, &h);
 	tmsg_init(&t1, "order-1", 1);
 	t1.m.type = "slow";
 	send_ok(d, &t1);

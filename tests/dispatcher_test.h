@@ -76,14 +76,8 @@ struct held {
 	agr_exchange *ex;
 };
 
-#define ASSERT_LOGGED(a, b, c)                                          \
-	do {                                                            \
-		if (log_wait((a), (b), (c), TU_LONG_NS) < 1)            \
-			dump_logbook();                                 \
-		ck_assert_msg(log_wait((a), (b), (c), 0) >= 1,          \
-			      "nothing logged with \"%s\" \"%s\" \"%s\"", \
-			      (a), or_any(b), or_any(c));               \
-	} while (0)
+#define ASSERT_LOGGED(a, b, c) \
+	TU_ASSERT_LOGGED(&logbook, TU_LOG_ANY, (a), (b), (c))
 
 extern const agr_named_aggregate order;
 extern const agr_named_aggregate payment;
@@ -113,6 +107,13 @@ agr_dispatcher *new_dispatcher(const agr_dispatcher_options *o);
 void add_fn(agr_dispatcher *d, const char *type, agr_handler_fn fn,
 	    void *arg);
 void start(agr_dispatcher *d);
+/*
+ * An owned dispatcher (owned_options()) with one function, `fn` for
+ * `type`, started.
+ */
+agr_dispatcher *started_dispatcher(int workers, int groups,
+				   void *complete_arg, const char *type,
+				   agr_handler_fn fn, void *arg);
 void send_ok(agr_dispatcher *d, struct tmsg *t);
 agr_dispatcher_stats stats_of(const agr_dispatcher *d);
 void stop(agr_dispatcher *d);
@@ -139,15 +140,11 @@ void held_init(struct held *h);
 void held_destroy(struct held *h);
 int hold_first(agr_exchange *ex, void *arg);
 int work_a_little(agr_exchange *ex, void *arg);
+/* What the library logged while a test held the book open. */
+extern struct tu_logbook logbook;
+/* Clears the book and makes it the log hook. */
 void logbook_open(void);
 void logbook_close(void);
-/* Once, before the tests: waits on the log book use tu_now_ns()'s clock. */
-void logbook_init(void);
-/* As count_lines_locked, once there is one or `timeout_ns` passed. */
-int log_wait(const char *a, const char *b, const char *c,
-	     uint64_t timeout_ns);
-void dump_logbook(void);
-const char *or_any(const char *s);
 void recv_lost(int res, void *arg);
 
 /* dispatcher_force.c */

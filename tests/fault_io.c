@@ -72,11 +72,33 @@ static void io_complete(agr_message *msg, int status, void *arg)
 	tu_tally_add(&f->completed);
 }
 
+/*
+ * The dispatcher "flt": one worker and one group, its supplier its own,
+ * `fn` for every message; started.
+ */
+static agr_dispatcher *flt_started(agr_complete_fn complete, void *arg,
+				   agr_handler_fn fn)
+{
+	agr_dispatcher_options o = { 0 };
+	agr_dispatcher *d;
+
+	o.name = "flt";
+	o.named_aggregate = order;
+	o.parallelism = 1;
+	ck_assert_int_eq(agr_supplier_new("flt", 1, &o.supplier), 0);
+	o.owns_supplier = true;
+	o.on_complete = complete;
+	o.complete_arg = arg;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
+	ck_assert_int_eq(agr_dispatcher_register(d, NULL, fn, NULL), 0);
+	ck_assert_int_eq(agr_dispatcher_start(d), 0);
+	return d;
+}
+
 /* The callback, and so the message, see the injected error once. */
 START_TEST(io_error_reaches_callback)
 {
 	int err = io_errors[_i];
-	agr_dispatcher_options o = { 0 };
 	struct recv_msg r[3];
 	struct io_flow f;
 	agr_dispatcher *d;
@@ -85,16 +107,7 @@ START_TEST(io_error_reaches_callback)
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0,
 				    sv), 0);
 	tu_tally_init(&f.completed);
-	o.name = "flt";
-	o.named_aggregate = order;
-	o.parallelism = 1;
-	ck_assert_int_eq(agr_supplier_new("flt", 1, &o.supplier), 0);
-	o.owns_supplier = true;
-	o.on_complete = io_complete;
-	o.complete_arg = &f;
-	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
-	ck_assert_int_eq(agr_dispatcher_register(d, NULL, recv_fn, NULL), 0);
-	ck_assert_int_eq(agr_dispatcher_start(d), 0);
+	d = flt_started(io_complete, &f, recv_fn);
 	memset(r, 0, sizeof(r));
 	for (i = 0; i < 3; i++) {
 		r[i].t.m.aggregate_id = "acct";
@@ -271,7 +284,6 @@ static void *finish_from_thread(void *arg)
  */
 START_TEST(done_from_thread_needs_no_memory)
 {
-	agr_dispatcher_options o = { 0 };
 	struct tu_tally completed;
 	struct held_msg h[2];
 	struct finisher f;
@@ -283,16 +295,7 @@ START_TEST(done_from_thread_needs_no_memory)
 	fprintf(stderr, "note: under a sanitizer malloc is not refused\n");
 #endif
 	tu_tally_init(&completed);
-	o.name = "flt";
-	o.named_aggregate = order;
-	o.parallelism = 1;
-	ck_assert_int_eq(agr_supplier_new("flt", 1, &o.supplier), 0);
-	o.owns_supplier = true;
-	o.on_complete = held_complete;
-	o.complete_arg = &completed;
-	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
-	ck_assert_int_eq(agr_dispatcher_register(d, NULL, hold, NULL), 0);
-	ck_assert_int_eq(agr_dispatcher_start(d), 0);
+	d = flt_started(held_complete, &completed, hold);
 	memset(h, 0, sizeof(h));
 	for (r = 0; r < 2; r++) {
 		h[r].t.m.aggregate_id = "acct";
@@ -311,7 +314,8 @@ START_TEST(done_from_thread_needs_no_memory)
 		ck_assert_int_eq(h[r].t.status, f.status);
 		tu_latch_destroy(&h[r].started);
 	}
-	ck_assert_int_eq(log_count(AGR_LOG_ERROR, "agr_exchange_done", NULL),
+	ck_assert_int_eq(tu_logbook_count(&logbook, AGR_LOG_ERROR,
+					  "agr_exchange_done", NULL, NULL),
 			 0);
 	ck_assert_int_eq(agr_dispatcher_stop_gracefully(d, TU_LONG_NS), 0);
 	agr_dispatcher_free(d);

@@ -23,15 +23,8 @@
 
 #define MAX_ROUNDS 5000	 /* sends until an armed doorbell fault fires */
 
-#define ASSERT_LOGGED(level, a, b)                                     \
-	do {                                                           \
-		int logged_ = log_wait((level), (a), (b));             \
-		if (logged_ < 1)                                       \
-			dump_log();                                    \
-		ck_assert_msg(logged_ >= 1,                            \
-			      "nothing logged with \"%s\" \"%s\"", (a),  \
-			      or_empty(b));                            \
-	} while (0)
+#define ASSERT_LOGGED(level, a, b) \
+	TU_ASSERT_LOGGED(&logbook, (level), (a), (b), NULL)
 
 #define NIDS 16
 
@@ -74,16 +67,9 @@ struct xfer {
 
 extern const agr_named_aggregate order;
 extern const agr_named_aggregate payment;
+/* What the library logged in this test, but its debug lines. */
+extern struct tu_logbook logbook;
 extern struct tu_tally log_errors;
-/* Lines logged at `level` that contain `a` and, if not NULL, `b`. */
-int log_count(agr_log_level level, const char *a, const char *b);
-/*
- * As log_count, once such a line is there or TU_LONG_NS passed: a worker
- * may report a failure CQE after the work it concerned has completed.
- */
-int log_wait(agr_log_level level, const char *a, const char *b);
-void dump_log(void);
-const char *or_empty(const char *s);
 struct flow *flow_new(void);
 void flow_free(struct flow *f);
 /* A new message of `id`, next in that id's order; group for routing. */

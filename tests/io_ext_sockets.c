@@ -155,18 +155,35 @@ static void start_stream(void *arg)
 	tu_latch_count_down(&st->armed);
 }
 
-START_TEST(multishot_recv_with_buffer_ring_is_intact)
+/* A stream on a socketpair of its own, not armed yet. */
+static struct stream *stream_new(void)
 {
 	struct stream *st = calloc(1, sizeof(*st));
-	pthread_t sender;
-	struct rig g;
 
 	ck_assert_ptr_nonnull(st);
 	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
-	st->check_state = 0x12345u;
 	st->end_res = 1;
 	tu_latch_init(&st->armed, 1);
 	tu_latch_init(&st->done, 1);
+	return st;
+}
+
+static void stream_free(struct stream *st)
+{
+	close(st->sv[0]);
+	close(st->sv[1]);
+	tu_latch_destroy(&st->armed);
+	tu_latch_destroy(&st->done);
+	free(st);
+}
+
+START_TEST(multishot_recv_with_buffer_ring_is_intact)
+{
+	struct stream *st = stream_new();
+	pthread_t sender;
+	struct rig g;
+
+	st->check_state = 0x12345u;
 	rig_up(&g, 0);
 	run_on(&g, start_stream, st);
 	ck_assert_int_eq(pthread_create(&sender, NULL, send_messages, st), 0);
@@ -179,25 +196,16 @@ START_TEST(multishot_recv_with_buffer_ring_is_intact)
 	ck_assert_uint_eq(st->received, st->sent);
 	ck_assert_uint_gt(st->sent, MESSAGES);
 	ck_assert_int_ge(st->enobufs, 1);
-	close(st->sv[0]);
-	close(st->sv[1]);
-	tu_latch_destroy(&st->armed);
-	tu_latch_destroy(&st->done);
-	free(st);
+	stream_free(st);
 }
 END_TEST
 
 /* A force stop ends an armed multishot receive, once, with -ECANCELED. */
 START_TEST(multishot_recv_ends_on_force_stop)
 {
-	struct stream *st = calloc(1, sizeof(*st));
+	struct stream *st = stream_new();
 	struct rig g;
 
-	ck_assert_ptr_nonnull(st);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, st->sv), 0);
-	st->end_res = 1;
-	tu_latch_init(&st->armed, 1);
-	tu_latch_init(&st->done, 1);
 	rig_up(&g, 0);
 	run_on(&g, start_stream, st);
 	ck_assert(tu_latch_wait(&st->armed, TU_LONG_NS));
@@ -208,11 +216,7 @@ START_TEST(multishot_recv_ends_on_force_stop)
 	ck_assert_int_eq(agr_supplier_stop_gracefully(g.sup, TU_LONG_NS), 0);
 	agr_supplier_free(g.sup);
 	tu_assert_no_worker_failure();
-	close(st->sv[0]);
-	close(st->sv[1]);
-	tu_latch_destroy(&st->armed);
-	tu_latch_destroy(&st->done);
-	free(st);
+	stream_free(st);
 }
 END_TEST
 

@@ -61,24 +61,8 @@ END_TEST
 
 /* ---- what the library logged ---- */
 
-#define LOG_LINES 128
-
-static struct {
-	pthread_mutex_t lock;
-	int n;
-	char line[LOG_LINES][256];
-} logbook = { .lock = PTHREAD_MUTEX_INITIALIZER };
-
-static void keep_log(agr_log_level level, const char *msg, void *arg)
-{
-	(void)level;
-	(void)arg;
-	pthread_mutex_lock(&logbook.lock);
-	if (logbook.n < LOG_LINES)
-		snprintf(logbook.line[logbook.n++], sizeof(logbook.line[0]),
-			 "%s", msg);
-	pthread_mutex_unlock(&logbook.lock);
-}
+static struct tu_logbook logbook = { .lock = PTHREAD_MUTEX_INITIALIZER,
+				     .grew = PTHREAD_COND_INITIALIZER };
 
 /* Lines that start with "<call>: " and hold `why`. */
 static int logged_for(const char *call, const char *why)
@@ -93,13 +77,6 @@ static int logged_for(const char *call, const char *why)
 			n++;
 	pthread_mutex_unlock(&logbook.lock);
 	return n;
-}
-
-static void forget_log(void)
-{
-	pthread_mutex_lock(&logbook.lock);
-	logbook.n = 0;
-	pthread_mutex_unlock(&logbook.lock);
 }
 
 /* Each of the first n calls logged its -EINVAL, saying `why`. */
@@ -123,17 +100,17 @@ START_TEST(calls_refuse_other_threads_and_null_callbacks)
 
 	rig_up(&g, 2);
 	m.peer = worker_at(&g, 1);
-	forget_log();
-	agr_set_log_hook(keep_log, NULL);
+	tu_logbook_clear(&logbook);
+	agr_set_log_hook(tu_logbook_keep, &logbook);
 
 	call_every_op(m.peer, count_call, &calls, ret);
 	assert_all_einval(ret, NCALLS, "from the test thread");
 	assert_each_logged(NCALLS, "a thread that is no worker");
-	forget_log();
+	tu_logbook_clear(&logbook);
 	call_every_op(NULL, count_call, &calls, ret);
 	assert_all_einval(ret, NCALLS, "without a worker");
 	assert_each_logged(NCALLS, "the worker is NULL");
-	forget_log();
+	tu_logbook_clear(&logbook);
 	ck_assert_int_eq(agr_io_inflight(NULL), -EINVAL);
 
 	tu_latch_init(&m.done, 1);

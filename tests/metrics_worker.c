@@ -24,11 +24,6 @@
 
 /* ==== worker metrics ==== */
 
-static void count_down(void *arg)
-{
-	tu_latch_count_down(arg);
-}
-
 static void run_tasks(agr_scheduler *s, int n)
 {
 	struct tu_latch done;
@@ -36,7 +31,7 @@ static void run_tasks(agr_scheduler *s, int n)
 
 	tu_latch_init(&done, n);
 	for (i = 0; i < n; i++)
-		ck_assert_int_eq(agr_scheduler_schedule(s, 0, count_down,
+		ck_assert_int_eq(agr_scheduler_schedule(s, 0, tu_count_down,
 							&done), 0);
 	ck_assert(tu_latch_wait(&done, TU_LONG_NS));
 	tu_latch_destroy(&done);

@@ -10,9 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <aggring.h>
 
@@ -185,40 +183,6 @@ END_TEST
 
 /* ---- the deadline with a function stuck on I/O ---- */
 
-struct stuck_recv {
-	int fds[2];
-	char buf[8];
-	agr_exchange *ex;
-	atomic_int submit_ret;
-	atomic_int recv_res;
-	atomic_int calls;
-	struct tu_latch started;
-};
-
-static void recv_finished(int res, void *arg)
-{
-	struct stuck_recv *r = arg;
-
-	atomic_store(&r->recv_res, res);
-	agr_exchange_done(r->ex, res < 0 ? res : 0);
-}
-
-/* The first message waits for bytes nobody sends. */
-static int recv_forever(agr_exchange *ex, void *arg)
-{
-	struct stuck_recv *r = arg;
-	int ret;
-
-	if (atomic_fetch_add(&r->calls, 1) > 0)
-		return 0;
-	r->ex = ex;
-	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
-			  sizeof(r->buf), 0, recv_finished, r);
-	atomic_store(&r->submit_ret, ret);
-	tu_latch_count_down(&r->started);
-	return ret < 0 ? ret : AGR_PENDING;
-}
-
 /* The report after the deadline: forced, one interrupted, one discarded. */
 static void assert_one_interrupted_one_discarded(agr_runtime *rt)
 {
@@ -241,21 +205,17 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 {
 	agr_runtime *rt = new_runtime(300 * MS, 20 * MS);
 	agr_supplier *sup = new_supplier(1);
-	struct stuck_recv rv = { .fds = { -1, -1 } };
+	struct tu_stuck_recv rv;
 	struct tu_tally done;
 	struct tmsg stuck, queued;
 	agr_dispatcher *d;
 	uint64_t before, took;
 
 	tu_tally_init(&done);
-	tu_latch_init(&rv.started, 1);
-	atomic_init(&rv.submit_ret, 1);
-	atomic_init(&rv.recv_res, 1);
-	atomic_init(&rv.calls, 0);
-	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, rv.fds), 0);
+	tu_stuck_recv_init(&rv);
 	d = new_dispatcher(sup, "d", &order, &done);
-	ck_assert_int_eq(agr_dispatcher_register(d, NULL, recv_forever, &rv),
-			 0);
+	ck_assert_int_eq(
+		agr_dispatcher_register(d, NULL, tu_stuck_recv_fn, &rv), 0);
 	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
 	ck_assert_int_eq(agr_dispatcher_start(d), 0);
 	tmsg_init(&stuck, "order-1");
@@ -291,39 +251,12 @@ START_TEST(deadline_discards_work_stuck_on_recv)
 	agr_runtime_free(rt); /* waits for the last lease */
 	agr_dispatcher_free(d);
 	agr_supplier_free(sup);
-	close(rv.fds[0]);
-	close(rv.fds[1]);
-	tu_latch_destroy(&rv.started);
+	tu_stuck_recv_destroy(&rv);
 	tu_tally_destroy(&done);
 }
 END_TEST
 
 /* ---- a composite among the components ---- */
-
-void journal_step(const char *step, void *arg)
-{
-	(void)arg;
-	journal_add("composite", step);
-}
-
-/* The composite "orders" on `sup` (its own), completions counted. */
-static agr_composite *new_orders(agr_supplier *sup, struct tu_tally *done)
-{
-	agr_composite_options o;
-	agr_composite *comp = NULL;
-
-	memset(&o, 0, sizeof(o));
-	o.name = "orders";
-	o.named_aggregate = order;
-	o.supplier = sup;
-	o.owns_supplier = true;
-	o.event_stream.on_complete = on_complete;
-	o.event_stream.complete_arg = done;
-	o.state_event = o.event_stream;
-	o.on_step = journal_step;
-	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
-	return comp;
-}
 
 /* The composite is the second component and handled all four. */
 static void assert_composite_reported(agr_runtime *rt)
@@ -361,7 +294,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 	agr_scheduler *sched;
 	int i;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	probe_init(&first, "first");
 	probe_init(&last, "last");
@@ -376,7 +309,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 			 -EEXIST);
 	add_probe(rt, &last);
 	ck_assert_int_eq(agr_composite_start(comp), 0);
-	journal_reset(); /* only the stop's steps */
+	tu_journal_reset(&journal); /* only the stop's steps */
 	for (i = 0; i < 4; i++) {
 		tmsg_init(&t[i], "order-1");
 		send_ok(i % 2 ? agr_composite_event_stream(comp)
@@ -384,7 +317,7 @@ START_TEST(composite_takes_its_place_in_the_order)
 			&t[i]);
 	}
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 9);
+	tu_journal_assert(&journal, expected, 9, 9);
 	ck_assert(agr_scheduler_is_terminated(sched));
 	for (i = 0; i < 4; i++)
 		ck_assert_int_eq(t[i].status, 0);

@@ -62,12 +62,8 @@ START_TEST(start_prepares_every_component_before_starting)
 	agr_component_report c[2];
 	agr_runtime_report r;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	probe_init(&late, "late");
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	ck_assert_int_eq(agr_runtime_start(NULL), -EINVAL);
 	ck_assert_int_eq(agr_runtime_start(rt), 0);
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_RUNNING);
@@ -77,7 +73,7 @@ START_TEST(start_prepares_every_component_before_starting)
 			 -EBUSY);
 	ck_assert_ptr_eq(first.rt, rt);
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 8);
+	tu_journal_assert(&journal, expected, 8, 8);
 	get_report(rt, &r, c, 2);
 	ck_assert_int_eq(r.startup_result, 0);
 	ck_assert(c[0].prepare_ran && c[0].start_ran);
@@ -109,17 +105,13 @@ START_TEST(start_failure_rolls_back_in_reverse)
 	agr_runtime_report r;
 	uint64_t before;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.stop_ret = -EINVAL; /* the cleanup failure */
 	second.start_ret = -EIO;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_start(rt), -EIO);
 	ck_assert_uint_lt(tu_now_ns() - before, 5000 * MS);
-	assert_journal(expected, 10);
+	tu_journal_assert(&journal, expected, 10, 10);
 	ck_assert_int_eq(first.lease_at_quiesce, -ESHUTDOWN);
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_STOPPED);
 	ck_assert_int_eq(agr_runtime_stop(rt), -EIO);
@@ -151,7 +143,7 @@ START_TEST(prepare_failure_rolls_back_prepared_forces_all)
 	struct probe p[3];
 	agr_runtime_report r;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&p[0], "first");
 	probe_init(&p[1], "second");
 	probe_init(&p[2], "third");
@@ -161,7 +153,7 @@ START_TEST(prepare_failure_rolls_back_prepared_forces_all)
 	add_probe(rt, &p[1]);
 	add_probe(rt, &p[2]);
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOENT);
-	assert_journal(expected, 9);
+	tu_journal_assert(&journal, expected, 9, 9);
 	get_report(rt, &r, NULL, 0);
 	ck_assert_int_eq(r.result, -ENOENT);
 	ck_assert_uint_eq(r.nsuppressed, 1);
@@ -183,7 +175,7 @@ START_TEST(successful_rollback_forces_nothing)
 	agr_runtime_report r;
 	struct probe only;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&only, "only");
 	only.start_ret = -EPROTO;
 	add_probe(rt, &only);
@@ -218,22 +210,18 @@ START_TEST(reported_startup_failure_stops_the_startup)
 	struct probe first, second;
 	agr_runtime_report r;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	if (_i == 0)
 		first.report_in_prepare = -ENOTCONN;
 	else
 		first.report_in_start = -ENOTCONN;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	ck_assert_int_eq(agr_runtime_report_failure(rt, 0), -EINVAL);
 	ck_assert_int_eq(agr_runtime_report_failure(NULL, -EIO), -EINVAL);
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
 	if (_i == 0)
-		assert_journal(in_prepare, 3);
+		tu_journal_assert(&journal, in_prepare, 3, 3);
 	else
-		assert_journal(in_start, 7);
+		tu_journal_assert(&journal, in_start, 7, 7);
 	ck_assert_int_eq(atomic_load(&second.starts), 0);
 	ck_assert_int_eq(agr_runtime_stop(rt), -ENOTCONN);
 	ck_assert_int_eq(agr_runtime_report_failure(rt, -EIO), -EALREADY);
@@ -263,12 +251,8 @@ START_TEST(stop_during_startup_aborts_it)
 	struct starter st;
 	struct stopper sp;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.prepare_mode = STOP_BLOCKS_UNTIL_RELEASED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	starter_start(&st, rt);
 	ck_assert(tu_latch_wait(&first.step_entered, TU_LONG_NS));
 	ck_assert_int_eq(agr_runtime_state_get(rt), AGR_RUNTIME_STARTING);
@@ -277,7 +261,7 @@ START_TEST(stop_during_startup_aborts_it)
 	probe_release(&first);
 	ck_assert_int_eq(starter_join(&st), -ECANCELED);
 	ck_assert_int_eq(stopper_join(&sp), 0);
-	assert_journal(expected, 3);
+	tu_journal_assert(&journal, expected, 3, 3);
 	get_report(rt, &r, c, 2);
 	ck_assert_int_eq(r.result, 0);
 	ck_assert_int_eq(r.startup_result, -ECANCELED);
@@ -303,12 +287,8 @@ START_TEST(force_during_startup_aborts_and_compensates)
 	agr_runtime_report r;
 	struct starter st;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.prepare_mode = STOP_BLOCKS_UNTIL_FORCED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	starter_start(&st, rt);
 	ck_assert(tu_latch_wait(&first.step_entered, TU_LONG_NS));
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
@@ -342,13 +322,9 @@ START_TEST(blocked_start_is_forced_by_the_deadline)
 	agr_runtime_report r;
 	uint64_t before;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.report_in_start = -ENOTCONN;
 	first.start_mode = STOP_BLOCKS_UNTIL_FORCED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_start(rt), -ENOTCONN);
 	ck_assert_uint_ge(tu_now_ns() - before, 300 * MS);
@@ -377,12 +353,8 @@ START_TEST(blocked_quiesce_is_forced_and_compensated)
 	agr_runtime *rt = new_runtime(300 * MS, 0);
 	struct probe first, second;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.quiesce_mode = STOP_BLOCKS_UNTIL_RELEASED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
 	ck_assert_int_eq(atomic_load(&first.forces), 1);
 	probe_release(&first);
@@ -407,15 +379,11 @@ START_TEST(deadline_suppresses_force_failures)
 	struct probe first, second, slow;
 	agr_runtime_report r;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	probe_init(&slow, "slow");
 	slow.mode = STOP_BLOCKS_UNTIL_FORCED;
 	first.force_ret = -EBADF;
 	second.force_ret = -EPIPE;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	add_probe(rt, &slow);
 	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
 	ck_assert_int_eq(agr_runtime_force_stop(rt), 0);
@@ -445,13 +413,9 @@ START_TEST(graceful_failure_stays_primary)
 	agr_runtime_report r;
 	struct stopper sp;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	first.mode = STOP_BLOCKS_UNTIL_FORCED;
 	second.stop_ret = -EIO; /* stopped first */
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	stopper_start(&sp, rt);
 	ck_assert(tu_latch_wait(&first.stop_entered, TU_LONG_NS));
 	if (_i == 1)
@@ -483,11 +447,7 @@ START_TEST(reported_failure_terminates_the_runtime)
 	struct stopper sp;
 	uint64_t before;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
-	add_probe(rt, &first);
-	add_probe(rt, &second);
+	add_two_probes(rt, &first, &second);
 	ck_assert_int_eq(agr_runtime_start(rt), 0);
 	stopper_start(&sp, rt);
 	ck_assert(wait_state(rt, AGR_RUNTIME_QUIET));
@@ -533,25 +493,15 @@ START_TEST(runtime_starts_dispatchers_and_composites)
 		"composite:stop:scheduler" };
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
 	agr_supplier *sup = new_supplier(2), *own = new_supplier(1);
-	agr_composite_options o;
 	struct tu_tally done;
 	struct tmsg early, ev;
-	agr_composite *comp = NULL;
+	agr_composite *comp;
 	agr_dispatcher *d;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	d = new_dispatcher(sup, "d", &payment, &done);
-	memset(&o, 0, sizeof(o));
-	o.name = "orders";
-	o.named_aggregate = order;
-	o.supplier = own;
-	o.owns_supplier = true;
-	o.event_stream.on_complete = on_complete;
-	o.event_stream.complete_arg = &done;
-	o.state_event = o.event_stream;
-	o.on_step = journal_step;
-	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	comp = new_orders(own, &done);
 	ck_assert_int_eq(agr_runtime_add_dispatcher(rt, d), 0);
 	ck_assert_int_eq(agr_runtime_add_composite(rt, comp), 0);
 	tmsg_init(&early, "payment-1");
@@ -564,7 +514,7 @@ START_TEST(runtime_starts_dispatchers_and_composites)
 	ck_assert_int_eq(early.status, 0);
 	ck_assert_int_eq(ev.status, 0);
 	ck_assert_int_eq(agr_runtime_stop(rt), 0);
-	assert_journal(expected, 7);
+	tu_journal_assert(&journal, expected, 7, 7);
 	agr_runtime_free(rt);
 	agr_composite_free(comp);
 	agr_dispatcher_free(d);
@@ -585,26 +535,16 @@ START_TEST(composite_domain_start_failure_fails_startup)
 {
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
 	agr_supplier *sup = new_supplier(1), *own = new_supplier(1);
-	agr_composite_options o;
 	struct tu_tally done;
 	struct tmsg parked, after;
-	agr_composite *comp = NULL;
+	agr_composite *comp;
 	agr_scheduler *sched;
 	agr_runtime_report r;
 	agr_dispatcher *d;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
-	memset(&o, 0, sizeof(o));
-	o.name = "orders";
-	o.named_aggregate = order;
-	o.supplier = own;
-	o.owns_supplier = true;
-	o.event_stream.on_complete = on_complete;
-	o.event_stream.complete_arg = &done;
-	o.state_event = o.event_stream;
-	o.on_step = journal_step;
-	ck_assert_int_eq(agr_composite_new(&o, &comp), 0);
+	comp = new_orders(own, &done);
 	sched = agr_dispatcher_scheduler(agr_composite_state_event(comp));
 	d = new_dispatcher(sup, "d", &payment, &done);
 	ck_assert_int_eq(agr_runtime_add_composite(rt, comp), 0);
@@ -617,8 +557,10 @@ START_TEST(composite_domain_start_failure_fails_startup)
 				 agr_composite_event_stream(comp)),
 			 0);
 	ck_assert_int_eq(agr_runtime_start(rt), -ESHUTDOWN);
-	ck_assert_int_eq(journal_count("composite:start:state"), 0);
-	ck_assert_int_eq(journal_count("composite:stop:scheduler"), 1);
+	ck_assert_int_eq(tu_journal_count(&journal, "composite:start:state"),
+			 0);
+	ck_assert_int_eq(
+		tu_journal_count(&journal, "composite:stop:scheduler"), 1);
 	ck_assert(tu_tally_wait(&done, 2, TU_LONG_NS));
 	ck_assert_int_eq(parked.status, AGR_DISCARDED);
 	ck_assert_int_eq(after.status, AGR_DISCARDED);

@@ -38,12 +38,8 @@ START_TEST(deadline_forces_first_never_graceful)
 	struct probe first, second;
 	uint64_t before, took;
 
-	journal_reset();
-	probe_init(&first, "first");
-	probe_init(&second, "second");
+	add_two_probes(rt, &first, &second);
 	second.mode = STOP_BLOCKS_UNTIL_FORCED;
-	add_probe(rt, &first);
-	add_probe(rt, &second);
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_runtime_stop(rt), -ETIMEDOUT);
 	took = tu_now_ns() - before;
@@ -60,9 +56,9 @@ START_TEST(deadline_forces_first_never_graceful)
 	ck_assert(c[1].stop_ran && c[1].force_ran);
 	/* Free joins the stop thread: nothing can call first after. */
 	agr_runtime_free(rt);
-	assert_journal_prefix(expected, 4, 6);
-	ck_assert_int_eq(journal_count("force:second"), 2);
-	ck_assert_int_eq(journal_count("force:first"), 1);
+	tu_journal_assert(&journal, expected, 4, 6);
+	ck_assert_int_eq(tu_journal_count(&journal, "force:second"), 2);
+	ck_assert_int_eq(tu_journal_count(&journal, "force:first"), 1);
 	ck_assert_int_eq(atomic_load(&first.stops), 0);
 	ck_assert_int_eq(atomic_load(&first.forces), 1);
 	ck_assert_int_eq(atomic_load(&second.forces), 2);
@@ -79,7 +75,7 @@ START_TEST(stop_returns_at_deadline_while_a_stop_blocks)
 	struct probe first, stuck;
 	uint64_t before, took;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&stuck, "stuck");
 	stuck.mode = STOP_BLOCKS_UNTIL_RELEASED; /* ignores the force */
@@ -122,7 +118,7 @@ START_TEST(failure_still_stops_the_rest_and_first_error_wins)
 	struct probe p[3];
 	int logged;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&p[0], "c1");
 	probe_init(&p[1], "c2");
 	probe_init(&p[2], "c3");
@@ -133,7 +129,7 @@ START_TEST(failure_still_stops_the_rest_and_first_error_wins)
 	add_probe(rt, &p[2]);
 	logged = errors_logged();
 	ck_assert_int_eq(agr_runtime_stop(rt), -EIO);
-	assert_journal(expected, 9);
+	tu_journal_assert(&journal, expected, 9, 9);
 	ck_assert_int_eq(errors_logged() - logged, 2); /* each failure */
 	get_report(rt, &r, c, 3);
 	ck_assert_int_eq(r.result, -EIO);
@@ -158,7 +154,7 @@ START_TEST(quiesce_failure_fails_the_stop)
 	agr_runtime_report r;
 	struct probe a, b;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&a, "a");
 	probe_init(&b, "b");
 	a.quiesce_ret = -EPERM;
@@ -194,7 +190,7 @@ START_TEST(force_stop_abandons_a_graceful_stop)
 	struct stopper s;
 	uint64_t before;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&first, "first");
 	probe_init(&slow, "slow");
 	slow.mode = STOP_BLOCKS_UNTIL_FORCED;
@@ -225,7 +221,7 @@ START_TEST(force_before_stop_and_free_without_stop)
 	agr_runtime *rt = new_runtime(TU_LONG_NS, 0);
 	struct probe a, b;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	probe_init(&a, "a");
 	probe_init(&b, "b");
 	add_probe(rt, &a);
@@ -265,7 +261,7 @@ START_TEST(concurrent_stops_share_one_shutdown)
 	agr_dispatcher *d;
 	int i, expected = _i == 0 ? 0 : -EIO;
 
-	journal_reset();
+	tu_journal_reset(&journal);
 	tu_tally_init(&done);
 	probe_init(&a, "a");
 	probe_init(&b, "b");
@@ -294,7 +290,7 @@ START_TEST(concurrent_stops_share_one_shutdown)
 	ck_assert_int_eq(atomic_load(&a.stops), 1);
 	ck_assert_int_eq(atomic_load(&b.quiesces), 1);
 	ck_assert_int_eq(atomic_load(&b.stops), 1);
-	ck_assert_int_eq(journal_count("stop:a"), 1);
+	ck_assert_int_eq(tu_journal_count(&journal, "stop:a"), 1);
 	ck_assert_int_eq(atomic_load(&a.forces), _i == 0 ? 0 : 1);
 	ck_assert_int_eq(atomic_load(&b.forces), _i == 0 ? 0 : 1);
 	/* Every message was handled before the dispatcher stopped. */

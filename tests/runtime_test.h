@@ -64,17 +64,20 @@ extern const agr_named_aggregate order;
 extern const agr_named_aggregate payment;
 bool warned(const char *text);
 int errors_logged(void);
-void journal_reset(void);
-void journal_add(const char *verb, const char *name);
-void assert_journal(const char *const *expected, int n);
-/* The first `k` entries are `expected`, and there are `n` in all. */
-void assert_journal_prefix(const char *const *expected, int k, int n);
-int journal_count(const char *step);
+/* The journal of calls: "<verb>:<name>", as the probes record them. */
+extern struct tu_journal journal;
 void probe_init(struct probe *p, const char *name);
 void probe_destroy(struct probe *p);
 void probe_release(struct probe *p);
 extern const agr_component_ops probe_ops;
 void add_probe(agr_runtime *rt, struct probe *p);
+/*
+ * Starts the journal afresh and adds probes "first" and "second", in
+ * that order: the probes' fields are read only once `rt` starts or
+ * stops, so a test may still set them.
+ */
+void add_two_probes(agr_runtime *rt, struct probe *first,
+		    struct probe *second);
 agr_runtime *new_runtime(uint64_t timeout_ns, uint64_t quiet_ns);
 void get_report(agr_runtime *rt, agr_runtime_report *r,
 		agr_component_report *c, size_t cap);
@@ -84,6 +87,11 @@ agr_supplier *new_supplier(int parallelism);
 agr_dispatcher *new_dispatcher(agr_supplier *sup, const char *name,
 			       const agr_named_aggregate *named,
 			       struct tu_tally *done);
+/*
+ * The composite "orders" on `sup` (its own), completions counted in
+ * `done`, its steps journalled as "composite:<step>".
+ */
+agr_composite *new_orders(agr_supplier *sup, struct tu_tally *done);
 void send_ok(agr_dispatcher *d, struct tmsg *t);
 /* Polls; the sleeps here are only the intervals of bounded waits. */
 bool wait_state(agr_runtime *rt, agr_runtime_state s);
@@ -91,7 +99,6 @@ bool wait_no_lease(agr_runtime *rt);
 void *run_stop(void *arg);
 void stopper_start(struct stopper *s, agr_runtime *rt);
 int stopper_join(struct stopper *s);
-void journal_step(const char *step, void *arg);
 
 /* runtime_stops.c */
 void runtime_stop_tests(TCase *ref, TCase *core);

@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <liburing.h>
 
@@ -183,4 +185,182 @@ void tu_reset_worker_failures(void)
 {
 	atomic_store(&worker_failures, 0);
 	atomic_store(&first_failed_line, 0);
+}
+
+void tu_count_down(void *latch)
+{
+	tu_latch_count_down(latch);
+}
+
+void tu_journal_init(struct tu_journal *j)
+{
+	pthread_mutex_init(&j->lock, NULL);
+	j->n = 0;
+}
+
+void tu_journal_destroy(struct tu_journal *j)
+{
+	pthread_mutex_destroy(&j->lock);
+}
+
+void tu_journal_reset(struct tu_journal *j)
+{
+	pthread_mutex_lock(&j->lock);
+	j->n = 0;
+	pthread_mutex_unlock(&j->lock);
+}
+
+void tu_journal_add(struct tu_journal *j, const char *a, const char *b)
+{
+	pthread_mutex_lock(&j->lock);
+	if (j->n < TU_JOURNAL_STEPS) {
+		snprintf(j->steps[j->n], TU_JOURNAL_STEP_LEN, "%s%s%s", a,
+			 b ? ":" : "", b ? b : "");
+		j->n++;
+	}
+	pthread_mutex_unlock(&j->lock);
+}
+
+int tu_journal_count(struct tu_journal *j, const char *step)
+{
+	int i, n = 0;
+
+	pthread_mutex_lock(&j->lock);
+	for (i = 0; i < j->n; i++)
+		n += strcmp(j->steps[i], step) == 0;
+	pthread_mutex_unlock(&j->lock);
+	return n;
+}
+
+void tu_journal_assert(struct tu_journal *j, const char *const *expected,
+		       int k, int n)
+{
+	int i;
+
+	pthread_mutex_lock(&j->lock);
+	for (i = 0; i < k && i < j->n; i++)
+		ck_assert_str_eq(j->steps[i], expected[i]);
+	ck_assert_int_eq(j->n, n);
+	pthread_mutex_unlock(&j->lock);
+}
+
+void tu_logbook_init(struct tu_logbook *b)
+{
+	pthread_mutex_init(&b->lock, NULL);
+	tu_cond_init_monotonic(&b->grew);
+	b->n = 0;
+}
+
+void tu_logbook_clear(struct tu_logbook *b)
+{
+	pthread_mutex_lock(&b->lock);
+	b->n = 0;
+	pthread_mutex_unlock(&b->lock);
+}
+
+void tu_logbook_keep(agr_log_level level, const char *msg, void *book)
+{
+	struct tu_logbook *b = book;
+
+	pthread_mutex_lock(&b->lock);
+	if (b->n < TU_LOG_LINES) {
+		b->level[b->n] = level;
+		snprintf(b->line[b->n], sizeof(b->line[0]), "%s", msg);
+		b->n++;
+		pthread_cond_broadcast(&b->grew);
+	}
+	pthread_mutex_unlock(&b->lock);
+}
+
+static bool holds(const char *line, const char *part)
+{
+	return !part || strstr(line, part);
+}
+
+static int count_locked(struct tu_logbook *b, int level, const char *p1,
+			const char *p2, const char *p3)
+{
+	int i, n = 0;
+
+	for (i = 0; i < b->n; i++)
+		n += (level == TU_LOG_ANY || (int)b->level[i] == level) &&
+		     holds(b->line[i], p1) && holds(b->line[i], p2) &&
+		     holds(b->line[i], p3);
+	return n;
+}
+
+int tu_logbook_count(struct tu_logbook *b, int level, const char *p1,
+		     const char *p2, const char *p3)
+{
+	return tu_logbook_wait(b, level, p1, p2, p3, 0);
+}
+
+int tu_logbook_wait(struct tu_logbook *b, int level, const char *p1,
+		    const char *p2, const char *p3, uint64_t timeout_ns)
+{
+	struct timespec ts = tu_deadline_after(timeout_ns);
+	int n;
+
+	pthread_mutex_lock(&b->lock);
+	while ((n = count_locked(b, level, p1, p2, p3)) < 1 && timeout_ns &&
+	       pthread_cond_timedwait(&b->grew, &b->lock, &ts) != ETIMEDOUT)
+		;
+	pthread_mutex_unlock(&b->lock);
+	return n;
+}
+
+void tu_logbook_dump(struct tu_logbook *b)
+{
+	int i;
+
+	pthread_mutex_lock(&b->lock);
+	for (i = 0; i < b->n; i++)
+		fprintf(stderr, "log[%d] %d: %s\n", i, (int)b->level[i],
+			b->line[i]);
+	pthread_mutex_unlock(&b->lock);
+}
+
+const char *tu_or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+void tu_stuck_recv_init(struct tu_stuck_recv *r)
+{
+	memset(r, 0, sizeof(*r));
+	atomic_init(&r->submit_ret, 1);
+	atomic_init(&r->recv_res, 1);
+	atomic_init(&r->calls, 0);
+	tu_latch_init(&r->started, 1);
+	ck_assert_int_eq(socketpair(AF_UNIX, SOCK_STREAM, 0, r->fds), 0);
+}
+
+void tu_stuck_recv_destroy(struct tu_stuck_recv *r)
+{
+	close(r->fds[0]);
+	close(r->fds[1]);
+	tu_latch_destroy(&r->started);
+}
+
+static void stuck_recv_finished(int res, void *arg)
+{
+	struct tu_stuck_recv *r = arg;
+
+	atomic_store(&r->recv_res, res);
+	agr_exchange_done(r->ex, res < 0 ? res : 0);
+}
+
+int tu_stuck_recv_fn(agr_exchange *ex, void *arg)
+{
+	struct tu_stuck_recv *r = arg;
+	int ret;
+
+	if (atomic_fetch_add(&r->calls, 1) > 0)
+		return 0;
+	r->ex = ex;
+	ret = agr_io_recv(agr_exchange_worker(ex), r->fds[0], r->buf,
+			  sizeof(r->buf), 0, stuck_recv_finished, r);
+	atomic_store(&r->submit_ret, ret);
+	tu_latch_count_down(&r->started);
+	return ret < 0 ? ret : AGR_PENDING;
 }

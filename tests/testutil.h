@@ -1,17 +1,21 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * testutil.h - latches, clocks and the io_uring availability probe
- * shared by the test programs.
+ * testutil.h - latches, clocks, recorders (a journal of steps, a book of
+ * log lines) and the io_uring availability probe shared by the test
+ * programs.
  */
 #ifndef AGR_TESTUTIL_H
 #define AGR_TESTUTIL_H
 
 #include <check.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <aggring.h> /* agr_log_level, agr_exchange */
 
 /* Automake's exit status for a skipped test. */
 #define TU_SKIP 77
@@ -87,5 +91,101 @@ void tu_tally_add(struct tu_tally *t);
 long tu_tally_value(struct tu_tally *t);
 /* True when the count reached `n` before `timeout_ns` passed. */
 bool tu_tally_wait(struct tu_tally *t, long n, uint64_t timeout_ns);
+
+/* A task (agr_task_fn) that counts down the struct tu_latch `latch`. */
+void tu_count_down(void *latch);
+
+/* A journal of steps ("start:domain", say), recorded from any thread. */
+#define TU_JOURNAL_STEPS 64
+#define TU_JOURNAL_STEP_LEN 48
+
+struct tu_journal {
+	pthread_mutex_t lock; /* or = { .lock = PTHREAD_MUTEX_INITIALIZER } */
+	int n;
+	char steps[TU_JOURNAL_STEPS][TU_JOURNAL_STEP_LEN];
+};
+
+void tu_journal_init(struct tu_journal *j);
+void tu_journal_destroy(struct tu_journal *j);
+void tu_journal_reset(struct tu_journal *j);
+/* Records "<a>:<b>", or "<a>" when `b` is NULL (past the last, nothing). */
+void tu_journal_add(struct tu_journal *j, const char *a, const char *b);
+/* How many times `step` was recorded. */
+int tu_journal_count(struct tu_journal *j, const char *step);
+/* Asserts that the first `k` steps are `expected` and there are `n`. */
+void tu_journal_assert(struct tu_journal *j, const char *const *expected,
+		       int k, int n);
+
+/*
+ * What the library logged, line by line: install with
+ * agr_set_log_hook(tu_logbook_keep, &book), and remove the hook before
+ * the book goes. Lines past TU_LOG_LINES are dropped.
+ */
+#define TU_LOG_LINES 256
+#define TU_LOG_ANY (-1) /* as a level to look for: any */
+
+struct tu_logbook {
+	pthread_mutex_t lock;
+	pthread_cond_t grew; /* a line was added */
+	int n;
+	agr_log_level level[TU_LOG_LINES];
+	char line[TU_LOG_LINES][400];
+};
+
+/* Once, before the book is used (its wait is on tu_now_ns()'s clock). */
+void tu_logbook_init(struct tu_logbook *b);
+void tu_logbook_clear(struct tu_logbook *b);
+/* The log hook (an agr_log_fn); `book` is the struct tu_logbook. */
+void tu_logbook_keep(agr_log_level level, const char *msg, void *book);
+/*
+ * Lines logged at `level` (or TU_LOG_ANY) that hold each of `p1`, `p2`
+ * and `p3` (NULL: anything).
+ */
+int tu_logbook_count(struct tu_logbook *b, int level, const char *p1,
+		     const char *p2, const char *p3);
+/* As tu_logbook_count, once there is one or `timeout_ns` passed. */
+int tu_logbook_wait(struct tu_logbook *b, int level, const char *p1,
+		    const char *p2, const char *p3, uint64_t timeout_ns);
+/* Prints every line to stderr, for a failure's message. */
+void tu_logbook_dump(struct tu_logbook *b);
+/* `s`, or "" for NULL: for a message that names what was looked for. */
+const char *tu_or_empty(const char *s);
+
+/*
+ * Asserts that a line as tu_logbook_count counts it is logged within
+ * TU_LONG_NS (a worker may log after the work it concerns completed);
+ * if not, prints the book first.
+ */
+#define TU_ASSERT_LOGGED(book, level, p1, p2, p3)                         \
+	do {                                                              \
+		int logged_ = tu_logbook_wait((book), (level), (p1), (p2), \
+					      (p3), TU_LONG_NS);          \
+		if (logged_ < 1)                                          \
+			tu_logbook_dump(book);                            \
+		ck_assert_msg(logged_ >= 1,                               \
+			      "nothing logged with \"%s\" \"%s\" \"%s\"",  \
+			      (p1), tu_or_empty(p2), tu_or_empty(p3));    \
+	} while (0)
+
+/*
+ * A function (agr_fn) stuck on I/O: the first message it handles waits
+ * for bytes nobody sends on a socketpair, so it finishes only when its
+ * receive is cancelled (a force stop); later messages return 0 at once.
+ */
+struct tu_stuck_recv {
+	int fds[2];
+	char buf[8];
+	agr_exchange *ex;
+	atomic_int submit_ret; /* agr_io_recv()'s; 1 until it is called */
+	atomic_int recv_res;   /* the receive's result; 1 until then */
+	atomic_int calls;
+	struct tu_latch started; /* opens once the receive is submitted */
+};
+
+/* Makes the socketpair (asserted) and the latch. */
+void tu_stuck_recv_init(struct tu_stuck_recv *r);
+void tu_stuck_recv_destroy(struct tu_stuck_recv *r);
+/* The function: register it with `arg` the struct tu_stuck_recv. */
+int tu_stuck_recv_fn(agr_exchange *ex, void *arg);
 
 #endif /* AGR_TESTUTIL_H */

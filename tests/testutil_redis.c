@@ -118,6 +118,21 @@ void tu_redis_stop(void)
 			server_dir);
 }
 
+int tu_redis_run(const char *name, Suite *(*make_suite)(void))
+{
+	int rc;
+
+	tu_require_io_uring();
+	if (system("command -v redis-server >/dev/null 2>&1") != 0) {
+		fprintf(stderr, "SKIP: redis-server is not installed\n");
+		return TU_SKIP;
+	}
+	tu_redis_start(name);
+	rc = tu_run(make_suite());
+	tu_redis_stop();
+	return rc;
+}
+
 static redisReply *command(redisContext *c, const char *fmt, va_list ap)
 {
 	redisReply *r;

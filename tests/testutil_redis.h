@@ -7,6 +7,7 @@
 #ifndef AGR_TESTUTIL_REDIS_H
 #define AGR_TESTUTIL_REDIS_H
 
+#include <check.h>
 #include <hiredis/hiredis.h>
 
 /*
@@ -16,6 +17,12 @@
  * test program's) names the directory and the error lines.
  */
 void tu_redis_start(const char *name);
+/*
+ * The main() of such a suite: skips (77) without io_uring or
+ * redis-server, else runs the suite `make_suite` makes between
+ * tu_redis_start(name) and tu_redis_stop(); tu_run()'s exit status.
+ */
+int tu_redis_run(const char *name, Suite *(*make_suite)(void));
 /* Kills the server and removes its directory. */
 void tu_redis_stop(void);
 /* The server's port. */

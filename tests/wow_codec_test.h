@@ -11,10 +11,9 @@
 
 #include <aggring/redis.h>
 
-#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#include "wow_spec_docs.h"
 
-/* The spec's section 3 command example, in Wow's serializer order. */
-extern const char spec_command[];
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 
 /* wow_codec_events.c */
 void wow_codec_event_tests(TCase *json);
