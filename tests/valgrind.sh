@@ -5,13 +5,63 @@
 # (`make check-valgrind`). Check runs the tests in-process (CK_FORK=no)
 # so that Valgrind sees them; the library notices Valgrind and lets its
 # workers sleep on an eventfd instead of inside io_uring_enter() (see
-# src/wait.h). Exits 77 (skip) without valgrind, 1 on any memcheck error
-# or definite leak.
+# src/wait.h). Exits 77 (skip) without valgrind, 1 on any memcheck error,
+# definite leak or suite that ran past its time.
+#
+# Valgrind runs each program's threads one at a time, so the suites run
+# VALGRIND_JOBS at once (default: one per CPU), the longest first, each
+# under VALGRIND_TIMEOUT seconds (default 1500): with CK_FORK=no Check
+# has no timeout of its own, and a suite that runs past it is killed,
+# named, and its last lines shown. Each suite's output is printed whole
+# when it ends.
 #
 # Usage: tests/valgrind.sh [builddir]   (SUITES="check_io soak" to narrow)
 
+if [ "$1" = --one ]; then
+	# One suite: tests/valgrind.sh --one builddir logdir name
+	builddir=$2 logdir=$3 t=$4
+	case $t in
+	check_wow_*)
+		# libaggring-redis's suites exist only when configure built it
+		[ -x "$builddir/tests/$t" ] || {
+			echo "valgrind: $t not built (no libaggring-redis)"
+			exit 0
+		} ;;
+	esac
+	# the ledger's suites are beside it, in examples/ledger/tests
+	case $t in
+	check_ledger_*|check_crash_*) dir=$builddir/examples/ledger/tests ;;
+	*) dir=$builddir/tests ;;
+	esac
+	log=$logdir/$t.log
+	start=$(date +%s)
+	timeout -k 30 "$VALGRIND_TIMEOUT" \
+		"$builddir/libtool" --mode=execute valgrind -q \
+		--error-exitcode=1 --leak-check=full \
+		--errors-for-leak-kinds=definite "$dir/$t" >"$log" 2>&1
+	ret=$?
+	secs=$(($(date +%s) - start))
+	cat "$log"
+	case $ret in
+	0) echo "valgrind: $t passed in $secs s" ;;
+	77) echo "valgrind: $t skipped (its log says why)" ;;
+	124|137)
+		echo "valgrind: $t ran past VALGRIND_TIMEOUT" \
+			"($VALGRIND_TIMEOUT s) and was killed; its last lines:"
+		tail -20 "$log"
+		exit 1 ;;
+	*)
+		echo "valgrind: $t failed (exit $ret) in $secs s"
+		exit 1 ;;
+	esac
+	exit 0
+fi
+
 builddir=${1:-${top_builddir:-.}}
-: "${SUITES:=check_group_key check_worker check_scheduler check_supplier check_options check_dispatcher check_io check_io_ext check_composite check_runtime check_metrics check_ledger_journal check_placement check_dio check_wow_codec check_wow_event_store soak}"
+# The longest first, so that the last to start are short.
+: "${SUITES:=check_dispatcher soak check_io check_io_ext check_runtime check_scheduler check_supplier check_worker check_composite check_metrics check_ledger_journal check_placement check_dio check_wow_event_store check_wow_codec check_options check_group_key}"
+: "${VALGRIND_JOBS:=$(nproc 2>/dev/null || echo 2)}"
+: "${VALGRIND_TIMEOUT:=1500}"
 
 if ! command -v valgrind >/dev/null 2>&1; then
 	echo "SKIP: valgrind not found (Debian: apt-get install valgrind)"
@@ -22,33 +72,14 @@ CK_FORK=no
 CK_DEFAULT_TIMEOUT=600
 SOAK_SECONDS=${SOAK_SECONDS:-3}
 SOAK_PRODUCERS=${SOAK_PRODUCERS:-3}
-export CK_FORK CK_DEFAULT_TIMEOUT SOAK_SECONDS SOAK_PRODUCERS
+export CK_FORK CK_DEFAULT_TIMEOUT SOAK_SECONDS SOAK_PRODUCERS VALGRIND_TIMEOUT
 
-status=0
-for t in $SUITES; do
-	# libaggring-redis's suites exist only when configure built it
-	case $t in
-	check_wow_*)
-		[ -x "$builddir/tests/$t" ] || {
-			echo "valgrind: $t not built (no libaggring-redis)"
-			continue
-		} ;;
-	esac
-	# the ledger's suites are beside it, in examples/ledger/tests
-	case $t in
-	check_ledger_*|check_crash_*) dir=$builddir/examples/ledger/tests ;;
-	*) dir=$builddir/tests ;;
-	esac
-	start=$(date +%s)
-	"$builddir/libtool" --mode=execute valgrind -q --error-exitcode=1 \
-		--leak-check=full --errors-for-leak-kinds=definite \
-		"$dir/$t"
-	ret=$?
-	echo "valgrind: $t exit $ret in $(($(date +%s) - start)) s"
-	case $ret in
-	0) ;;
-	77) echo "valgrind: $t skipped" ;;
-	*) status=1 ;;
-	esac
-done
-exit $status
+logdir=$builddir/tests/valgrind-logs
+rm -rf "$logdir"
+mkdir -p "$logdir" || exit 1
+echo "valgrind: $(echo $SUITES | wc -w) suites, $VALGRIND_JOBS at once," \
+	"each under $VALGRIND_TIMEOUT s; logs in $logdir"
+# xargs exits 123 if any suite failed (its line above says which).
+printf '%s\n' $SUITES |
+	xargs -P "$VALGRIND_JOBS" -I{} sh "$0" --one "$builddir" "$logdir" {}
+[ $? -eq 0 ] || exit 1
