@@ -425,7 +425,7 @@ static void conn_flush_at_turn_end(struct agr__redis_conn *c)
 	c->flush_queued = true;
 }
 
-static void ignore_reply(void *arg, struct redisReply *reply, int err)
+static void ignore_setname_reply(void *arg, struct redisReply *reply, int err)
 {
 	(void)arg;
 	(void)reply;
@@ -475,7 +475,7 @@ static int conn_hello(struct agr__redis_conn *c)
 	int ret = 0;
 
 	if (c->name)
-		ret = conn_prepend(c, ignore_reply, 3, setname);
+		ret = conn_prepend(c, ignore_setname_reply, 3, setname);
 	if (ret == 0 && c->password)
 		ret = c->username ? conn_prepend(c, on_auth, 3, auth)
 				  : conn_prepend(c, on_auth, 2, auth);

@@ -82,7 +82,7 @@ static void sweep_free(struct agr__wowbus_sweep *s)
 	free(s);
 }
 
-static void finish(struct agr__wowbus_sweep *s, int err)
+static void finish_sweep(struct agr__wowbus_sweep *s, int err)
 {
 	s->ops->done(s->owner_arg, s->index, err);
 	sweep_free(s);
@@ -141,7 +141,7 @@ static void next_page_or_finish(struct agr__wowbus_sweep *s)
 	page_clear(s);
 	/* A dead consumer's backlog is taken a page at a time, as room allows. */
 	if (s->at_end || !s->ops->has_room(s->owner_arg))
-		finish(s, 0);
+		finish_sweep(s, 0);
 	else
 		read_page(s);
 }
@@ -154,7 +154,7 @@ static void on_claim(agr_redis *r, const redisReply *reply, int err,
 
 	(void)r;
 	if (e) {
-		finish(s, e);
+		finish_sweep(s, e);
 		return;
 	}
 	if (reply->type == REDIS_REPLY_ARRAY)
@@ -188,7 +188,7 @@ static void claim(struct agr__wowbus_sweep *s)
 	free(argv);
 	free(len);
 	if (ret < 0)
-		finish(s, ret);
+		finish_sweep(s, ret);
 }
 
 /* Every lookup is in: the candidates of dead owners are claimed. */
@@ -201,7 +201,7 @@ static void claim_dead(struct agr__wowbus_sweep *s)
 		char **ids = realloc(s->claim, s->ncand * sizeof(*ids));
 
 		if (!ids) {
-			finish(s, -ENOMEM);
+			finish_sweep(s, -ENOMEM);
 			return;
 		}
 		s->claim = ids;
@@ -247,7 +247,7 @@ static void on_exists(agr_redis *r, const redisReply *reply, int err,
 	if (--s->checks)
 		return;
 	if (s->err == -ECANCELED) {
-		finish(s, s->err);
+		finish_sweep(s, s->err);
 		return;
 	}
 	s->err = 0;
@@ -388,7 +388,7 @@ static void on_page(agr_redis *r, const redisReply *reply, int err,
 	if (!e && reply->type != REDIS_REPLY_ARRAY)
 		e = -EPROTO;
 	if (e) {
-		finish(s, e);
+		finish_sweep(s, e);
 		return;
 	}
 	/* A guard check: replies that come at once cannot end the sweep. */
@@ -401,7 +401,7 @@ static void on_page(agr_redis *r, const redisReply *reply, int err,
 	if (--s->checks)
 		return; /* the lookups' replies go on */
 	if (s->err == -ECANCELED) {
-		finish(s, s->err);
+		finish_sweep(s, s->err);
 		return;
 	}
 	s->err = 0;
@@ -418,7 +418,7 @@ static void read_page(struct agr__wowbus_sweep *s)
 				"XPENDING %s %s %s %s %s", s->topic, s->group,
 				s->start, s->end, count);
 	if (ret < 0)
-		finish(s, ret);
+		finish_sweep(s, ret);
 }
 
 /* XINFO CONSUMERS: RESP2 gives each consumer as a flat name/value list. */
@@ -464,7 +464,7 @@ static void on_consumers(agr_redis *r, const redisReply *reply, int err,
 		e = read_consumers(s, reply);
 	if (e) {
 		/* Wow: a lookup failure counts every consumer as active. */
-		finish(s, e);
+		finish_sweep(s, e);
 		return;
 	}
 	read_page(s);
@@ -478,21 +478,21 @@ static void on_summary(agr_redis *r, const redisReply *reply, int err,
 
 	(void)r;
 	if (e) {
-		finish(s, e);
+		finish_sweep(s, e);
 		return;
 	}
 	if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 3 ||
 	    reply->element[0]->type != REDIS_REPLY_INTEGER ||
 	    reply->element[0]->integer == 0 ||
 	    reply->element[2]->type != REDIS_REPLY_STRING) {
-		finish(s, 0); /* nothing pending */
+		finish_sweep(s, 0); /* nothing pending */
 		return;
 	}
 	snprintf(s->end, sizeof(s->end), "%s", reply->element[2]->str);
 	e = agr_redis_command(s->r, s->topic, on_consumers, s,
 			      "XINFO CONSUMERS %s %s", s->topic, s->group);
 	if (e < 0)
-		finish(s, e);
+		finish_sweep(s, e);
 }
 
 int agr__wowbus_sweep_start(agr_redis *r, const char *topic, unsigned index,

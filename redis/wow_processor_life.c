@@ -24,7 +24,7 @@ static int copy_str(const char *s, char **own, const char **view)
 	return *own ? 0 : -ENOMEM;
 }
 
-static int check_options(const agr_wow_processor_options *o)
+static int check_processor_options(const agr_wow_processor_options *o)
 {
 	const char *bad = NULL;
 
@@ -88,7 +88,7 @@ int agr_wow_processor_new(const agr_wow_processor_options *o,
 	agr_wow_processor *p;
 	int ret;
 
-	if (!out || check_options(o) < 0)
+	if (!out || check_processor_options(o) < 0)
 		return -EINVAL;
 	*out = NULL;
 	p = calloc(1, sizeof(*p));

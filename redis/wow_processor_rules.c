@@ -41,7 +41,7 @@ bool agr__wow_is_local_first_copy(const agr_wow_command *c)
 	return v && !strcasecmp(v, "true");
 }
 
-static bool blank(const char *s)
+static bool is_blank(const char *s)
 {
 	for (; s && *s; s++)
 		if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n')
@@ -67,12 +67,12 @@ int agr__wow_precondition(const agr_wow_command *c,
 		*code = "NotFound";
 		return -ENOENT;
 	}
-	if (initialized && !blank(c->owner_id) &&
+	if (initialized && !is_blank(c->owner_id) &&
 	    strcmp(c->owner_id, st->owner_id)) {
 		*code = "IllegalAccessOwnerAggregate";
 		return -EACCES;
 	}
-	if (initialized && !blank(c->space_id) &&
+	if (initialized && !is_blank(c->space_id) &&
 	    strcmp(c->space_id, st->space_id)) {
 		*code = "IllegalAccessSpaceAggregate";
 		return -EACCES;

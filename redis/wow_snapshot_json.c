@@ -61,7 +61,7 @@ AGR_API int agr_wow_snapshot_encode(const agr_wow_snapshot *s, char **json,
 	return agr__wow_buf_finish(&b, json, len);
 }
 
-static int read_fields(struct json_object *o, void *doc)
+static int read_snapshot_fields(struct json_object *o, void *doc)
 {
 	agr_wow_snapshot *s = doc; /* the public struct comes first */
 	int err;
@@ -109,7 +109,7 @@ static int read_fields(struct json_object *o, void *doc)
 
 static const struct agr__wow_doc_kind snapshot_doc = {
 	WHAT, sizeof(struct decoded_snapshot),
-	offsetof(struct decoded_snapshot, root), read_fields, NULL
+	offsetof(struct decoded_snapshot, root), read_snapshot_fields, NULL
 };
 
 AGR_API int agr_wow_snapshot_decode(const char *json, size_t len,

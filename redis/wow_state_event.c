@@ -44,7 +44,7 @@ AGR_API int agr_wow_state_event_encode(const agr_wow_state_event *e,
 	return agr__wow_buf_finish(&b, json, len);
 }
 
-static int read_fields(struct json_object *o, void *doc)
+static int read_state_fields(struct json_object *o, void *doc)
 {
 	struct decoded_state *d = doc;
 	agr_wow_state_event *e = &d->pub;
@@ -75,7 +75,8 @@ static void free_state_parts(void *doc)
 
 static const struct agr__wow_doc_kind state_doc = {
 	WHAT, sizeof(struct decoded_state),
-	offsetof(struct decoded_state, root), read_fields, free_state_parts
+	offsetof(struct decoded_state, root), read_state_fields,
+	free_state_parts
 };
 
 AGR_API int agr_wow_state_event_decode(const char *json, size_t len,

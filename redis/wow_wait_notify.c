@@ -108,7 +108,7 @@ static void notify_free(struct agr__wow_notify *n)
 
 static void notify_start(struct agr__wow_notify *n);
 
-static void on_backoff(int res, void *arg)
+static void notify_on_backoff(int res, void *arg)
 {
 	struct agr__wow_notify *n = arg;
 
@@ -129,7 +129,7 @@ static void notify_retry(struct agr__wow_notify *n, int err, const char *what)
 	}
 	if (!n->list->closing && n->attempt < NOTIFY_RETRIES &&
 	    agr_io_timeout(n->w, NOTIFY_BACKOFF_NS << n->attempt++,
-			   on_backoff, n) == 0)
+			   notify_on_backoff, n) == 0)
 		return;
 	agr_log(AGR_LOG_WARN, "wow wait notify: %s: %s; given up", what,
 		strerror(err < 0 ? -err : EPROTO));
@@ -145,7 +145,7 @@ static int timed(struct agr__wow_notify *n)
 	return agr_io_next(n->w, &p);
 }
 
-static void on_recv(int res, void *arg)
+static void notify_on_recv(int res, void *arg)
 {
 	struct agr__wow_notify *n = arg;
 	char *eol;
@@ -161,7 +161,8 @@ static void on_recv(int res, void *arg)
 	if (!eol && n->got + 1 < sizeof(n->resp)) {
 		if (timed(n) < 0 ||
 		    agr_io_recv(n->w, n->fd, n->resp + n->got,
-				sizeof(n->resp) - 1 - n->got, 0, on_recv, n) < 0)
+				sizeof(n->resp) - 1 - n->got, 0, notify_on_recv,
+				n) < 0)
 			notify_retry(n, -EIO, "receive");
 		return;
 	}
@@ -191,12 +192,12 @@ static void on_sent(int res, void *arg)
 				  n);
 	else if (ret == 0)
 		ret = agr_io_recv(n->w, n->fd, n->resp, sizeof(n->resp) - 1,
-				  0, on_recv, n);
+				  0, notify_on_recv, n);
 	if (ret < 0)
 		notify_retry(n, ret, "send");
 }
 
-static void on_connect(int res, void *arg)
+static void notify_on_connect(int res, void *arg)
 {
 	struct agr__wow_notify *n = arg;
 
@@ -221,7 +222,7 @@ static void notify_start(struct agr__wow_notify *n)
 	ret = timed(n);
 	if (ret == 0)
 		ret = agr_io_connect(n->w, n->fd, (struct sockaddr *)&n->addr,
-				     n->addrlen, on_connect, n);
+				     n->addrlen, notify_on_connect, n);
 	if (ret < 0)
 		notify_retry(n, ret, "connect");
 }

@@ -1447,7 +1447,7 @@ static void leave(struct agr_dispatcher *d)
 	agr__gate_leave(&d->gate);
 }
 
-static int refuse(struct agr_dispatcher *d, agr_message *msg, int err)
+static int refuse_message(struct agr_dispatcher *d, agr_message *msg, int err)
 {
 	/* Count against the message's group, if it has one. */
 	int key = err == -ESHUTDOWN ? route(d, msg) : -1;
@@ -1473,7 +1473,7 @@ AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg)
 	ret = enter(d);
 	if (ret) {
 		unclaim(msg);
-		return refuse(d, msg, ret);
+		return refuse_message(d, msg, ret);
 	}
 	g = admit(d, msg, &ret);
 	if (g && schedule_if_idle(g))
@@ -1507,7 +1507,7 @@ AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
 	if (ret) {
 		/* One refusal, the first message's: the rest not offered. */
 		unclaim(msgs[0]);
-		return refuse(d, msgs[0], ret);
+		return refuse_message(d, msgs[0], ret);
 	}
 	/*
 	 * One doorbell per sleeping worker covers the whole batch: a

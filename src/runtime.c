@@ -952,7 +952,7 @@ static int quiesce_all(struct agr_runtime *rt)
 }
 
 /* Step 2b: wait until the quiesced components hold no lease. */
-static int drain(struct agr_runtime *rt)
+static int runtime_drain(struct agr_runtime *rt)
 {
 	int ret;
 
@@ -1041,7 +1041,7 @@ static void *stop_thread(void *arg)
 	if (!ret)
 		ret = quiesce_all(rt);
 	if (!ret)
-		ret = drain(rt);
+		ret = runtime_drain(rt);
 	if (!ret)
 		ret = stop_all(rt);
 	if (ret == -ETIMEDOUT)

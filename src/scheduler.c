@@ -267,7 +267,7 @@ static int await_rings(struct agr_scheduler *s)
 	return err;
 }
 
-static void free_memory(struct agr_scheduler *s)
+static void scheduler_free_memory(struct agr_scheduler *s)
 {
 	int i;
 
@@ -338,7 +338,7 @@ static int alloc_scheduler(const char *supplier_name,
 	*out = s;
 	return 0;
 nomem:
-	free_memory(s);
+	scheduler_free_memory(s);
 	return -ENOMEM;
 }
 
@@ -513,5 +513,5 @@ void agr__scheduler_free(struct agr_scheduler *s)
 		agr__worker_join(s->workers[i]);
 	drop_leftovers(s);
 	/* Every sender is gone and every thread joined: rings may close. */
-	free_memory(s);
+	scheduler_free_memory(s);
 }

@@ -135,7 +135,7 @@ static void stop_thread_locked(void)
 		pthread_join(thread, NULL);
 }
 
-static void publish_locked(void)
+static void watchdog_publish_locked(void)
 {
 	atomic_store(&agr__watchdog_on, global_on || retained > 0);
 }
@@ -156,7 +156,7 @@ AGR_API int agr_watchdog_start(uint64_t threshold)
 		global_on = false;
 		pthread_mutex_unlock(&lock);
 	}
-	publish_locked();
+	watchdog_publish_locked();
 	pthread_mutex_unlock(&control);
 	return ret;
 }
@@ -170,7 +170,7 @@ AGR_API void agr_watchdog_stop(void)
 	pthread_mutex_unlock(&lock);
 	if (retained == 0)
 		stop_thread_locked();
-	publish_locked();
+	watchdog_publish_locked();
 	pthread_mutex_unlock(&control);
 }
 
@@ -191,7 +191,7 @@ int agr__watchdog_retain(uint64_t threshold_ns)
 		retained--;
 		pthread_mutex_unlock(&lock);
 	}
-	publish_locked();
+	watchdog_publish_locked();
 	pthread_mutex_unlock(&control);
 	return ret;
 }
@@ -205,6 +205,6 @@ void agr__watchdog_release(void)
 	pthread_mutex_unlock(&lock);
 	if (retained == 0 && !global_on)
 		stop_thread_locked();
-	publish_locked();
+	watchdog_publish_locked();
 	pthread_mutex_unlock(&control);
 }

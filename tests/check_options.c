@@ -70,9 +70,8 @@ static void expect_refused(const agr_supplier_options *o, const char *field)
 	agr_set_log_hook(NULL, NULL);
 }
 
-START_TEST(bad_values_are_refused_by_name)
+START_TEST(bad_ring_values_are_refused_by_name)
 {
-	static const int cpus[] = { 0, 99999 };
 	agr_supplier_options o;
 
 	agr_supplier_options_init(&o);
@@ -101,6 +100,13 @@ START_TEST(bad_values_are_refused_by_name)
 	agr_supplier_options_init(&o);
 	o.sqpoll_idle_ms = 10;
 	expect_refused(&o, "options.sqpoll_idle_ms=10 is set without");
+}
+END_TEST
+
+START_TEST(bad_worker_values_are_refused_by_name)
+{
+	static const int cpus[] = { 0, 99999 };
+	agr_supplier_options o;
 
 	agr_supplier_options_init(&o);
 	o.worker_cpus = cpus;
@@ -509,7 +515,8 @@ static Suite *suite(void)
 	TCase *c = tcase_create("core");
 
 	tcase_set_timeout(c, 60);
-	tcase_add_test(c, bad_values_are_refused_by_name);
+	tcase_add_test(c, bad_ring_values_are_refused_by_name);
+	tcase_add_test(c, bad_worker_values_are_refused_by_name);
 	tcase_add_test(c, size_versions_the_struct);
 	tcase_add_test(c, ring_entries_and_flags_are_honoured);
 	tcase_add_test(c, sqpoll_ring_runs_work);

@@ -424,6 +424,47 @@ START_TEST(test_one_id_two_tenants)
 }
 END_TEST
 
+/* The state event of test_headers_...: StateEventJsonDeserializer's
+ * fields. */
+static void expect_state_event(struct service *sv)
+{
+	agr_wow_state_event *st = NULL;
+	size_t n;
+	char *msg = entry_msg(sv->state_topic, 0, &n);
+
+	ck_assert_uint_eq(n, 1);
+	ck_assert_int_eq(agr_wow_state_event_decode(msg, strlen(msg), &st), 0);
+	ck_assert_int_eq(st->stream.version, 1);
+	ck_assert_str_eq(st->first_operator, "op-1");
+	ck_assert_int_gt(st->first_event_time, 0);
+	ck_assert_int_eq(st->first_event_time, st->stream.create_time);
+	ck_assert_str_eq(st->state, "{\"balance\":9}");
+	ck_assert(!st->deleted);
+	agr_wow_state_event_free(st);
+	free(msg);
+}
+
+/* The wait signal of test_headers_..., as CommandWaitHandlerFunction
+ * reads it. */
+static void expect_wait_signal(const struct endpoint *ep)
+{
+	ck_assert_str_eq(ep->path, "/wow/command/wait");
+	ck_assert_ptr_nonnull(
+		strstr(ep->body, "\"waitCommandId\":\"wait-id\""));
+	ck_assert_ptr_nonnull(strstr(ep->body, "\"stage\":\"PROCESSED\""));
+	ck_assert_ptr_nonnull(strstr(ep->body, "\"commandId\":\"h-1\""));
+	ck_assert_ptr_nonnull(strstr(ep->body, "\"aggregateVersion\":1"));
+	ck_assert_ptr_nonnull(strstr(ep->body, "\"errorCode\":\"Ok\""));
+	ck_assert_ptr_nonnull(strstr(
+		ep->body, "\"aggregateId\":{\"contextName\":\"bank\","
+			  "\"aggregateName\":\"Hdr\",\"aggregateId\":\"h-1\","
+			  "\"tenantId\":\"(0)\"}"));
+	ck_assert_ptr_nonnull(strstr(
+		ep->body, "\"function\":{\"functionKind\":\"COMMAND\","
+			  "\"contextName\":\"bank\",\"processorName\":\"Hdr\","
+			  "\"name\":\"onCommand\"}"));
+}
+
 /*
  * A create carrying the headers a JVM gateway writes: the events carry
  * the propagated ones, the :state entry reads as Wow's StateEvent, and
@@ -435,9 +476,6 @@ START_TEST(test_headers_state_event_and_wait_signal)
 	struct endpoint ep;
 	char header[512];
 	agr_wow_event_stream *s;
-	agr_wow_state_event *st = NULL;
-	char *msg;
-	size_t n;
 
 	endpoint_start(&ep);
 	service_start(&sv, "Hdr");
@@ -462,34 +500,10 @@ START_TEST(test_headers_state_event_and_wait_signal)
 	ck_assert_str_eq(s->request_id, "h-1");
 	ck_assert_int_eq(s->version, 1);
 	agr_wow_event_stream_free(s);
-	/* StateEventJsonDeserializer's fields */
-	msg = entry_msg(sv.state_topic, 0, &n);
-	ck_assert_uint_eq(n, 1);
-	ck_assert_int_eq(agr_wow_state_event_decode(msg, strlen(msg), &st), 0);
-	ck_assert_int_eq(st->stream.version, 1);
-	ck_assert_str_eq(st->first_operator, "op-1");
-	ck_assert_int_gt(st->first_event_time, 0);
-	ck_assert_int_eq(st->first_event_time, st->stream.create_time);
-	ck_assert_str_eq(st->state, "{\"balance\":9}");
-	ck_assert(!st->deleted);
-	agr_wow_state_event_free(st);
-	free(msg);
+	expect_state_event(&sv);
 	/* the wait signal, as CommandWaitHandlerFunction reads it */
 	ck_assert(tu_latch_wait(&ep.got, TU_LONG_NS));
-	ck_assert_str_eq(ep.path, "/wow/command/wait");
-	ck_assert_ptr_nonnull(strstr(ep.body, "\"waitCommandId\":\"wait-id\""));
-	ck_assert_ptr_nonnull(strstr(ep.body, "\"stage\":\"PROCESSED\""));
-	ck_assert_ptr_nonnull(strstr(ep.body, "\"commandId\":\"h-1\""));
-	ck_assert_ptr_nonnull(strstr(ep.body, "\"aggregateVersion\":1"));
-	ck_assert_ptr_nonnull(strstr(ep.body, "\"errorCode\":\"Ok\""));
-	ck_assert_ptr_nonnull(strstr(
-		ep.body, "\"aggregateId\":{\"contextName\":\"bank\","
-			 "\"aggregateName\":\"Hdr\",\"aggregateId\":\"h-1\","
-			 "\"tenantId\":\"(0)\"}"));
-	ck_assert_ptr_nonnull(strstr(
-		ep.body, "\"function\":{\"functionKind\":\"COMMAND\","
-			 "\"contextName\":\"bank\",\"processorName\":\"Hdr\","
-			 "\"name\":\"onCommand\"}"));
+	expect_wait_signal(&ep);
 	TU_WAIT_EQ((long long)pstats(&sv).notified, 1);
 	service_stop(&sv);
 	endpoint_stop(&ep);
