@@ -608,6 +608,38 @@ static double ratio(double a, double b)
 	return b > 0 ? a / b : 0;
 }
 
+/* The file to read, cached (and read once through) or O_DIRECT. */
+static int open_target(const char *path, bool direct)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
+
+	if (fd < 0) {
+		fprintf(stderr, WORKLOAD ": open %s%s: %s\n", path,
+			direct ? " with O_DIRECT" : "", strerror(errno));
+		exit(1);
+	}
+	if (!direct)
+		warm_cache(fd);
+	return fd;
+}
+
+static void print_ratios(const struct config *c, const struct engines *e,
+			 const struct bench_summary *s, bool direct)
+{
+	int i;
+
+	for (i = 1; i < e->n; i++)
+		printf("  aggring / %-8s = %6.2f%s\n", e->name[i],
+		       ratio(s[0].median, s[i].median),
+		       direct && !strcmp(e->name[i], "pthread") &&
+		       c->timed.peer_threads == c->workers ?
+		       "  (target >= 3)" : "");
+	if (e->fio)
+		printf("  aggring / fio      = %6.2f%s\n",
+		       ratio(s[0].median, s[e->n].median),
+		       direct ? "  (target >= 0.9)" : "");
+}
+
 static void run_variant(const struct config *c, const struct engines *e,
 			const char *path, bool direct, char (*ids)[24],
 			void **bufs, FILE *csv)
@@ -618,14 +650,7 @@ static void run_variant(const struct config *c, const struct engines *e,
 	struct bench_summary s[MAX_ENGINES];
 	const char *variant = direct ? "direct" : "cached";
 
-	fd = open(path, O_RDONLY | O_CLOEXEC | (direct ? O_DIRECT : 0));
-	if (fd < 0) {
-		fprintf(stderr, WORKLOAD ": open %s%s: %s\n", path,
-			direct ? " with O_DIRECT" : "", strerror(errno));
-		exit(1);
-	}
-	if (!direct)
-		warm_cache(fd);
+	fd = open_target(path, direct);
 	/*
 	 * Warm-up run per engine, which also sizes its runs: about
 	 * -s seconds each at the rate it just showed.
@@ -662,16 +687,7 @@ static void run_variant(const struct config *c, const struct engines *e,
 			      "kIOPS", s[i], c->timed.runs);
 		free(v[i]);
 	}
-	for (i = 1; i < e->n; i++)
-		printf("  aggring / %-8s = %6.2f%s\n", e->name[i],
-		       ratio(s[0].median, s[i].median),
-		       direct && !strcmp(e->name[i], "pthread") &&
-		       c->timed.peer_threads == c->workers ?
-		       "  (target >= 3)" : "");
-	if (e->fio)
-		printf("  aggring / fio      = %6.2f%s\n",
-		       ratio(s[0].median, s[e->n].median),
-		       direct ? "  (target >= 0.9)" : "");
+	print_ratios(c, e, s, direct);
 }
 
 static void parse(int argc, char **argv, struct config *c)

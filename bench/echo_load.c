@@ -222,6 +222,35 @@ static double quantile_ms(const uint32_t *hist, uint64_t total, double q)
 	return (us + 0.5) / 1000.0; /* the middle of the bucket */
 }
 
+/* A loader's connections, their buffers and its histogram. */
+static void loader_alloc(struct loader *l)
+{
+	int i;
+
+	l->conns = calloc((size_t)l->count, sizeof(*l->conns));
+	l->hist = calloc(HIST_US + 1, sizeof(*l->hist));
+	if (!l->conns || !l->hist)
+		die("calloc");
+	for (i = 0; i < l->count; i++) {
+		l->conns[i].expect = malloc(MSG_MAX);
+		l->conns[i].in = malloc(MSG_MAX);
+		if (!l->conns[i].expect || !l->conns[i].in)
+			die("malloc");
+	}
+}
+
+static void loader_free(struct loader *l)
+{
+	int i;
+
+	for (i = 0; i < l->count; i++) {
+		free(l->conns[i].expect);
+		free(l->conns[i].in);
+	}
+	free(l->conns);
+	free(l->hist);
+}
+
 struct result {
 	double rps, p50, p99;
 };
@@ -245,16 +274,7 @@ static struct result run_once(const struct config *cfg)
 		l[t].count = cfg->conns / cfg->threads +
 			     (t < cfg->conns % cfg->threads);
 		first += l[t].count;
-		l[t].conns = calloc((size_t)l[t].count, sizeof(*l[t].conns));
-		l[t].hist = calloc(HIST_US + 1, sizeof(*l[t].hist));
-		if (!l[t].conns || !l[t].hist)
-			die("calloc");
-		for (i = 0; i < l[t].count; i++) {
-			l[t].conns[i].expect = malloc(MSG_MAX);
-			l[t].conns[i].in = malloc(MSG_MAX);
-			if (!l[t].conns[i].expect || !l[t].conns[i].in)
-				die("malloc");
-		}
+		loader_alloc(&l[t]);
 		errno = pthread_create(&l[t].thread, NULL, load, &l[t]);
 		if (errno)
 			die("pthread_create");
@@ -272,12 +292,7 @@ static struct result run_once(const struct config *cfg)
 		total += l[t].done;
 		for (i = 0; i <= HIST_US; i++)
 			hist[i] += l[t].hist[i];
-		for (i = 0; i < l[t].count; i++) {
-			free(l[t].conns[i].expect);
-			free(l[t].conns[i].in);
-		}
-		free(l[t].conns);
-		free(l[t].hist);
+		loader_free(&l[t]);
 	}
 	pthread_barrier_destroy(&ready);
 	if (total == 0) {

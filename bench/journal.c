@@ -499,34 +499,49 @@ struct result {
 	double per_sync; /* records per fdatasync */
 };
 
-/* `n` messages: message i is seq i / ids of id i % ids. */
-static struct result run_once(const struct config *c,
-			      const struct id_info *ids,
-			      const struct engine *e, long n)
+/* `n` messages: message i is seq i / ids of id i % ids; expect[id]
+ * ends as the number of messages of id. */
+static struct item *make_items(const struct run *r, int sub, long n,
+			       int *expect)
 {
-	struct run r = { .cfg = c, .ids = ids, .engine = e->peer,
-			 .group_commit = e->group_commit };
 	struct item *items = calloc((size_t)n, sizeof(*items));
-	int *expect = calloc((size_t)c->ids, sizeof(int));
-	struct result res;
-	uint64_t t0, t1;
+	const struct id_info *ids = r->ids;
 	long i;
 
-	if (!items || !expect)
+	if (!items)
 		die("allocating messages", ENOMEM);
-	r.stride = (c->journals + c->workers - 1) / c->workers * c->workers;
 	for (i = 0; i < n; i++) {
 		struct item *it = &items[i];
 
-		it->id = (int)(i % c->ids);
+		it->id = (int)(i % r->cfg->ids);
 		it->seq = expect[it->id]++;
-		it->group = (ids[it->id].sub % e->sub) * r.stride +
+		it->group = (ids[it->id].sub % sub) * r->stride +
 			    ids[it->id].journal;
 		it->msg.aggregate_id = ids[it->id].name;
 		it->msg.user = it;
 		it->peer.id = ids[it->id].name;
 		it->peer.user = it;
 	}
+	return items;
+}
+
+/* One run of engine e over n messages (make_items). */
+static struct result run_once(const struct config *c,
+			      const struct id_info *ids,
+			      const struct engine *e, long n)
+{
+	struct run r = { .cfg = c, .ids = ids, .engine = e->peer,
+			 .group_commit = e->group_commit };
+	int *expect = calloc((size_t)c->ids, sizeof(int));
+	struct item *items;
+	struct result res;
+	uint64_t t0, t1;
+	long i;
+
+	if (!expect)
+		die("allocating messages", ENOMEM);
+	r.stride = (c->journals + c->workers - 1) / c->workers * c->workers;
+	items = make_items(&r, e->sub, n, expect);
 	atomic_init(&r.syncs, 0);
 	bench_order_init(&r.order, c->ids, n);
 	r.journals = open_journals(&r, e->peer ? 1 : e->sub);
@@ -656,15 +671,75 @@ static int list_engines(const struct config *c, struct engine *e)
 	return n;
 }
 
+/* The summaries, the records per fdatasync and the ratios to peers. */
+static void report(const struct config *c, const struct engine *e, int ne,
+		   double *const *v, const double *per_sync, FILE *csv)
+{
+	struct bench_summary s[MAX_ENGINES];
+	bool targets = c->timed.peer_threads == c->workers;
+	int i;
+
+	printf("\n%s: 128-byte durable appends (write + fdatasync before "
+	       "completion), %d runs of ~%.1f s\n", WORKLOAD, c->timed.runs,
+	       c->timed.seconds);
+	for (i = 0; i < ne; i++) {
+		s[i] = bench_summarize(v[i], c->timed.runs);
+		bench_print_row(e[i].label, "k/s", s[i]);
+		bench_csv_row(csv, WORKLOAD, "append128", e[i].label,
+			      "durable_msgs", "k msg/s", s[i], c->timed.runs);
+	}
+	printf("  records per fdatasync (mean):");
+	for (i = 0; i < ne; i++)
+		printf(" %s %.1f%s", e[i].label, per_sync[i],
+		       i + 1 < ne ? "," : "\n");
+	for (i = 1; i < ne; i++) {
+		if (!e[i].peer)
+			continue;
+		printf("  aggring / %-14s = %6.2f%s\n", e[i].label,
+		       s[i].median > 0 ? s[0].median / s[i].median : 0,
+		       targets && !strcmp(e[i].label, "pthread-naive") ?
+		       "  (target >= 2)" :
+		       targets && !strcmp(e[i].label, "pthread-group") ?
+		       "  (target >= 1.0)" : "");
+	}
+}
+
+/* A warm-up run per engine sizes its runs to about -s seconds; then the
+ * engines take turns, run by run. */
+static void run_all(const struct config *c, const struct id_info *ids,
+		    const struct engine *e, int ne, double **v,
+		    double *per_sync)
+{
+	long total[MAX_ENGINES];
+	int i, k;
+
+	for (i = 0; i < ne; i++) {
+		struct result w = run_once(c, ids, &e[i], 2048);
+
+		total[i] = (long)(w.rate * c->timed.seconds);
+		if (total[i] < 1024)
+			total[i] = 1024;
+		v[i] = calloc((size_t)c->timed.runs, sizeof(double));
+		if (!v[i])
+			die("allocating results", ENOMEM);
+		per_sync[i] = 0;
+	}
+	for (k = 0; k < c->timed.runs; k++)
+		for (i = 0; i < ne; i++) {
+			struct result res = run_once(c, ids, &e[i], total[i]);
+
+			v[i][k] = res.rate / 1e3;
+			per_sync[i] += res.per_sync / c->timed.runs;
+		}
+}
+
 int main(int argc, char **argv)
 {
 	struct engine e[MAX_ENGINES];
-	struct bench_summary s[MAX_ENGINES];
 	double *v[MAX_ENGINES], per_sync[MAX_ENGINES];
-	long total[MAX_ENGINES];
 	struct id_info *ids;
 	struct config c;
-	int ne, i, k;
+	int ne, i;
 	FILE *csv;
 
 	parse(argc, argv, &c);
@@ -682,51 +757,8 @@ int main(int argc, char **argv)
 	ids = make_ids(&c);
 	ne = list_engines(&c, e);
 	csv = bench_csv_open(c.timed.csv_dir, WORKLOAD);
-	/* A warm-up run per engine sizes its runs to about -s seconds. */
-	for (i = 0; i < ne; i++) {
-		struct result w = run_once(&c, ids, &e[i], 2048);
-
-		total[i] = (long)(w.rate * c.timed.seconds);
-		if (total[i] < 1024)
-			total[i] = 1024;
-		v[i] = calloc((size_t)c.timed.runs, sizeof(double));
-		if (!v[i])
-			die("allocating results", ENOMEM);
-		per_sync[i] = 0;
-	}
-	for (k = 0; k < c.timed.runs; k++)
-		for (i = 0; i < ne; i++) {
-			struct result res = run_once(&c, ids, &e[i], total[i]);
-
-			v[i][k] = res.rate / 1e3;
-			per_sync[i] += res.per_sync / c.timed.runs;
-		}
-	printf("\n%s: 128-byte durable appends (write + fdatasync before "
-	       "completion), %d runs of ~%.1f s\n", WORKLOAD, c.timed.runs,
-	       c.timed.seconds);
-	for (i = 0; i < ne; i++) {
-		s[i] = bench_summarize(v[i], c.timed.runs);
-		bench_print_row(e[i].label, "k/s", s[i]);
-		bench_csv_row(csv, WORKLOAD, "append128", e[i].label,
-			      "durable_msgs", "k msg/s", s[i],
-			      c.timed.runs);
-	}
-	printf("  records per fdatasync (mean):");
-	for (i = 0; i < ne; i++)
-		printf(" %s %.1f%s", e[i].label, per_sync[i],
-		       i + 1 < ne ? "," : "\n");
-	for (i = 1; i < ne; i++) {
-		bool targets = c.timed.peer_threads == c.workers;
-
-		if (!e[i].peer)
-			continue;
-		printf("  aggring / %-14s = %6.2f%s\n", e[i].label,
-		       s[i].median > 0 ? s[0].median / s[i].median : 0,
-		       targets && !strcmp(e[i].label, "pthread-naive") ?
-		       "  (target >= 2)" :
-		       targets && !strcmp(e[i].label, "pthread-group") ?
-		       "  (target >= 1.0)" : "");
-	}
+	run_all(&c, ids, e, ne, v, per_sync);
+	report(&c, e, ne, v, per_sync, csv);
 	bench_csv_close(csv);
 	for (i = 0; i < ne; i++)
 		free(v[i]);

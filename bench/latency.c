@@ -246,6 +246,36 @@ struct result {
 	bool saturated; /* stopped sending: fell c->give_up_ns behind */
 };
 
+static struct peer *make_peer(const struct peer_engine *pe,
+			      const struct config *c, struct run *r)
+{
+	struct peer *p = pe->create(c->workers, c->groups, peer_handle, r);
+
+	if (!p) {
+		fprintf(stderr, WORKLOAD ": %s: create failed\n", pe->name);
+		exit(1);
+	}
+	return p;
+}
+
+/* Sends slot s's message to the peer p (pe) or to the dispatcher d. */
+static void send_slot(const struct peer_engine *pe, struct peer *p,
+		      agr_dispatcher *d, const struct config *c,
+		      struct slot *s)
+{
+	if (pe) {
+		s->peer.id = c->names[s->id];
+		pe->send(p, &s->peer);
+		return;
+	}
+	s->msg.aggregate_id = c->names[s->id];
+	memset(&s->msg.internal_, 0, sizeof(s->msg.internal_));
+	if (agr_dispatcher_send(d, &s->msg) != 0) {
+		fprintf(stderr, WORKLOAD ": send failed\n");
+		exit(1);
+	}
+}
+
 /*
  * Engine e gets n messages, message k due at t0 + k * 1e9 / rate
  * (rate 0: as fast as it goes); latencies go to r's histograms. An
@@ -267,16 +297,10 @@ static struct result run_once(int e, const struct config *c, long n,
 
 	memset(r, 0, sizeof(*r));
 	bench_order_init(&r->order, c->ids, n);
-	if (pe) {
-		p = pe->create(c->workers, c->groups, peer_handle, r);
-		if (!p) {
-			fprintf(stderr, WORKLOAD ": %s: create failed\n",
-				pe->name);
-			exit(1);
-		}
-	} else {
+	if (pe)
+		p = make_peer(pe, c, r);
+	else
 		d = make_dispatcher(c->workers, c->groups, r);
-	}
 	t0 = now = bench_now_ns();
 	res.saturated = false;
 	for (k = 0; k < n; k++) {
@@ -295,17 +319,7 @@ static struct result run_once(int e, const struct config *c, long n,
 		s->seq = (int)(k / c->ids);
 		s->due = due;
 		atomic_store_explicit(&s->done, 0, memory_order_relaxed);
-		if (pe) {
-			s->peer.id = c->names[s->id];
-			pe->send(p, &s->peer);
-		} else {
-			s->msg.aggregate_id = c->names[s->id];
-			memset(&s->msg.internal_, 0, sizeof(s->msg.internal_));
-			if (agr_dispatcher_send(d, &s->msg) != 0) {
-				fprintf(stderr, WORKLOAD ": send failed\n");
-				exit(1);
-			}
-		}
+		send_slot(pe, p, d, c, s);
 	}
 	res.lag_ms = (double)(bench_now_ns() - due) / 1e6;
 	if (!res.saturated)
@@ -478,41 +492,77 @@ static void parse(int argc, char **argv, struct args *a, struct config *c)
 	bench_options(argc, argv, WORKLOAD, opts);
 }
 
+/* Names, the slot ring and the per-run state; exits if out of memory. */
+static struct run *alloc_state(struct config *c,
+			       double (**v)[METRICS][MAX_RUNS])
+{
+	struct run *r;
+	int i, k;
+
+	c->names = calloc((size_t)c->ids, sizeof(*c->names));
+	c->ring = calloc(RING_SLOTS, sizeof(*c->ring));
+	r = calloc(1, sizeof(*r));
+	*v = calloc((size_t)nengines, sizeof(**v));
+	if (!c->names || !c->ring || !r || !*v) {
+		fprintf(stderr, WORKLOAD ": out of memory\n");
+		exit(1);
+	}
+	for (i = 0; i < c->ids; i++)
+		snprintf(c->names[i], sizeof(c->names[i]), "id-%d", i);
+	for (k = 0; k < (int)RING_SLOTS; k++) {
+		c->ring[k].msg.user = &c->ring[k];
+		c->ring[k].peer.user = &c->ring[k];
+	}
+	return r;
+}
+
+/* One offered load: a warm-up per engine, then runs alternating. */
+static void run_load(int l, double rate, const struct config *c,
+		     const struct args *a, struct run *r,
+		     double (*v)[METRICS][MAX_RUNS], FILE *csv)
+{
+	struct lags lag[64];
+	long n = (long)(rate * a->dur_ms / 1e3);
+	int i, k, e, m;
+
+	if (n < 1)
+		n = 1;
+	for (e = 0; e < nengines; e++) { /* warm up */
+		run_once(e, c, n / 10 + 1, rate, r);
+		lag[e] = (struct lags){ 0 };
+	}
+	for (i = 0; i < a->runs; i++)
+		for (k = 0; k < nengines; k++) {
+			double q[METRICS];
+			struct result res;
+
+			e = (i + k) % nengines;
+			res = run_once(e, c, n, rate, r);
+			quantiles(r, q);
+			for (m = 0; m < METRICS; m++)
+				v[e][m][i] = q[m];
+			if (res.lag_ms > lag[e].max_ms)
+				lag[e].max_ms = res.lag_ms;
+			lag[e].saturated += res.saturated;
+		}
+	report_load(l, rate, a->runs, v, lag, csv);
+}
+
 int main(int argc, char **argv)
 {
 	struct config c = { .ids = 10000, .workers = bench_cpus() };
 	struct args a = { .dur_ms = 1000, .runs = 5 };
-	double peak, dur_ms, rate, (*v)[METRICS][MAX_RUNS];
-	struct lags lag[64];
-	int runs, l, i, k, e, m;
+	double peak, dur_ms, (*v)[METRICS][MAX_RUNS];
 	struct run *r;
 	FILE *csv;
-	long n;
+	int l;
 
 	parse(argc, argv, &a, &c);
 	peak = a.peak;
 	dur_ms = a.dur_ms;
-	runs = a.runs;
 	select_peers(a.only);
 	nengines = 1 + npeers;
-	c.names = calloc((size_t)c.ids, sizeof(*c.names));
-	c.ring = calloc(RING_SLOTS, sizeof(*c.ring));
-	r = calloc(1, sizeof(*r));
-	v = calloc((size_t)nengines, sizeof(*v));
-	if (!c.names || !c.ring || !r || !v) {
-		fprintf(stderr, WORKLOAD ": out of memory\n");
-		free(v);
-		free(r);
-		free(c.ring);
-		free(c.names);
-		return 1;
-	}
-	for (i = 0; i < c.ids; i++)
-		snprintf(c.names[i], sizeof(c.names[i]), "id-%d", i);
-	for (k = 0; k < (int)RING_SLOTS; k++) {
-		c.ring[k].msg.user = &c.ring[k];
-		c.ring[k].peer.user = &c.ring[k];
-	}
+	r = alloc_state(&c, &v);
 	prctl(PR_SET_TIMERSLACK, 1UL); /* sleep to the microsecond */
 	bench_print_env(stdout, WORKLOAD);
 	c.groups = default_groups(c.workers);
@@ -526,31 +576,8 @@ int main(int argc, char **argv)
 	/* Give a run up once it is a second (or a duration) late. */
 	c.give_up_ns = (uint64_t)(dur_ms > 1000 ? dur_ms : 1000) * 1000000u;
 	csv = bench_csv_open(a.dir, WORKLOAD);
-	for (l = 0; l < NLOADS; l++) {
-		rate = peak * loads[l];
-		n = (long)(rate * dur_ms / 1e3);
-		if (n < 1)
-			n = 1;
-		for (e = 0; e < nengines; e++) { /* warm up */
-			run_once(e, &c, n / 10 + 1, rate, r);
-			lag[e] = (struct lags){ 0 };
-		}
-		for (i = 0; i < runs; i++)
-			for (k = 0; k < nengines; k++) {
-				double q[METRICS];
-				struct result res;
-
-				e = (i + k) % nengines;
-				res = run_once(e, &c, n, rate, r);
-				quantiles(r, q);
-				for (m = 0; m < METRICS; m++)
-					v[e][m][i] = q[m];
-				if (res.lag_ms > lag[e].max_ms)
-					lag[e].max_ms = res.lag_ms;
-				lag[e].saturated += res.saturated;
-			}
-		report_load(l, rate, runs, v, lag, csv);
-	}
+	for (l = 0; l < NLOADS; l++)
+		run_load(l, peak * loads[l], &c, &a, r, v, csv);
 	bench_csv_close(csv);
 	free(v);
 	free(r);

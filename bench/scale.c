@@ -245,6 +245,47 @@ static void reset_items(struct item *items, long n, enum engine e,
 	}
 }
 
+/* One pthread pool per aggregate, as the peer of one scheduler each. */
+static struct peer **pools_create(int aggregates, const struct config *c,
+				  struct bench_order *o)
+{
+	struct peer **pools = calloc((size_t)aggregates, sizeof(*pools));
+	int a;
+
+	if (!pools)
+		exit(1);
+	for (a = 0; a < aggregates; a++) {
+		pools[a] = peer_pthread.create(c->workers, c->groups,
+					       peer_handle, o);
+		if (!pools[a]) {
+			fprintf(stderr, "scale: pthread pool\n");
+			exit(1);
+		}
+	}
+	return pools;
+}
+
+/* Sends every item to its aggregate's dispatcher (d) or pool. */
+static void send_all(int aggregates, agr_dispatcher **d, struct peer **pools,
+		     long n, struct item *items)
+{
+	long i;
+
+	for (i = 0; i < n; i++) {
+		int ret;
+
+		if (!d) {
+			peer_pthread.send(pools[items[i].id % aggregates],
+					  &items[i].u.peer);
+			continue;
+		}
+		ret = agr_dispatcher_send(d[items[i].id % aggregates],
+					  &items[i].u.msg);
+		if (ret)
+			agr_fail("agr_dispatcher_send", ret);
+	}
+}
+
 static struct sample run_once(enum engine e, int aggregates,
 			      const struct config *c, struct item *items,
 			      char (*names)[16])
@@ -256,42 +297,18 @@ static struct sample run_once(enum engine e, int aggregates,
 	struct bench_order o;
 	struct sample s;
 	uint64_t t_setup, t0, t1;
-	long i;
 	int a;
 
 	reset_items(items, c->n, e, names);
 	bench_order_init(&o, c->ids, c->n);
 	before = read_status();
 	t_setup = bench_now_ns();
-	if (e == AGGRING) {
+	if (e == AGGRING)
 		d = agr_create(aggregates, c, &o, &sup);
-	} else {
-		pools = calloc((size_t)aggregates, sizeof(*pools));
-		if (!pools)
-			exit(1);
-		for (a = 0; a < aggregates; a++) {
-			pools[a] = peer_pthread.create(c->workers, c->groups,
-						       peer_handle, &o);
-			if (!pools[a]) {
-				fprintf(stderr, "scale: pthread pool\n");
-				exit(1);
-			}
-		}
-	}
+	else
+		pools = pools_create(aggregates, c, &o);
 	t0 = bench_now_ns();
-	if (e == AGGRING) {
-		for (i = 0; i < c->n; i++) {
-			int ret = agr_dispatcher_send(
-				d[items[i].id % aggregates], &items[i].u.msg);
-
-			if (ret)
-				agr_fail("agr_dispatcher_send", ret);
-		}
-	} else {
-		for (i = 0; i < c->n; i++)
-			peer_pthread.send(pools[items[i].id % aggregates],
-					  &items[i].u.peer);
-	}
+	send_all(aggregates, d, pools, c->n, items);
 	bench_order_wait(&o);
 	t1 = bench_now_ns();
 	up = read_status(); /* every scheduler (pool) is still up */
@@ -383,43 +400,43 @@ static void parse(int argc, char **argv, struct args *a)
 		a->base.runs = a->quick ? 3 : 5;
 }
 
-int main(int argc, char **argv)
-{
-	struct args a = { .base = { .ids = 10000 } };
-	struct config base;
-	int fixed_workers, fixed_groups, r, v, e, m;
-	static double val[VARIANTS][ENGINES][METRICS][MAX_RUNS];
-	static struct sample last[VARIANTS][ENGINES];
+/* What the runs measured, by variant, engine, metric (and run). */
+struct results {
+	double val[VARIANTS][ENGINES][METRICS][MAX_RUNS];
+	struct sample last[VARIANTS][ENGINES];
 	struct bench_summary s[VARIANTS][ENGINES][METRICS];
-	char (*names)[16];
-	struct item *items;
-	FILE *csv;
+};
 
-	parse(argc, argv, &a);
-	base = a.base;
-	fixed_workers = a.fixed_workers;
-	fixed_groups = a.fixed_groups;
-	items = make_items(base.n, base.ids, &names);
-	csv = bench_csv_open(a.dir, WORKLOAD);
-	bench_print_env(stdout, WORKLOAD);
+static void print_plan(const struct args *a)
+{
+	int v;
+
 	printf("%s: %ld no-op messages over %d ids (id i -> aggregate i %% A), "
 	       "one producer, single sends, %d runs, engines alternating\n",
-	       WORKLOAD, base.n, base.ids, base.runs);
+	       WORKLOAD, a->base.n, a->base.ids, a->base.runs);
 	for (v = 0; v < VARIANTS; v++) {
-		int w = workers_for(variants[v], fixed_workers);
+		int w = workers_for(variants[v], a->fixed_workers);
+		int g = a->fixed_groups ? a->fixed_groups : 64 * w;
 
 		printf("  %3d aggregates: %d schedulers (pthread: pools) of "
 		       "%d workers, %d groups each\n", variants[v],
-		       variants[v], w, fixed_groups ? fixed_groups : 64 * w);
+		       variants[v], w, g);
 	}
 	fflush(stdout);
+}
 
-	for (r = 0; r < base.runs; r++) {
+static void run_rounds(const struct args *a, struct item *items,
+		       char (*names)[16], struct results *res)
+{
+	int r, v, e;
+
+	for (r = 0; r < a->base.runs; r++) {
 		for (v = 0; v < VARIANTS; v++) {
-			struct config c = base;
+			struct config c = a->base;
 
-			c.workers = workers_for(variants[v], fixed_workers);
-			c.groups = fixed_groups ? fixed_groups : 64 * c.workers;
+			c.workers = workers_for(variants[v], a->fixed_workers);
+			c.groups = a->fixed_groups ? a->fixed_groups :
+						     64 * c.workers;
 			for (e = 0; e < ENGINES; e++) {
 				/* Who goes first alternates by round. */
 				enum engine en = (enum engine)((e + r) %
@@ -427,45 +444,52 @@ int main(int argc, char **argv)
 				struct sample x;
 
 				x = run_once(en, variants[v], &c, items, names);
-				val[v][en][THROUGHPUT][r] = x.mps;
-				val[v][en][RSS][r] = x.rss_mib;
-				val[v][en][THREADS][r] = x.threads;
-				last[v][en] = x;
+				res->val[v][en][THROUGHPUT][r] = x.mps;
+				res->val[v][en][RSS][r] = x.rss_mib;
+				res->val[v][en][THREADS][r] = x.threads;
+				res->last[v][en] = x;
 			}
 		}
 	}
+}
 
-	for (v = 0; v < VARIANTS; v++) {
-		char variant[16];
+/* One variant's rows, printed and written to the CSV. */
+static void report_variant(int v, int runs, struct results *res, FILE *csv)
+{
+	char variant[16];
+	int e, m;
 
-		snprintf(variant, sizeof(variant), "%d", variants[v]);
-		printf("%d aggregate%s:\n", variants[v],
-		       variants[v] > 1 ? "s" : "");
-		for (e = 0; e < ENGINES; e++) {
-			for (m = 0; m < METRICS; m++) {
-				char label[48];
+	snprintf(variant, sizeof(variant), "%d", variants[v]);
+	printf("%d aggregate%s:\n", variants[v], variants[v] > 1 ? "s" : "");
+	for (e = 0; e < ENGINES; e++) {
+		const struct sample *last = &res->last[v][e];
 
-				s[v][e][m] = bench_summarize(val[v][e][m],
-							     base.runs);
-				snprintf(label, sizeof(label), "%s %s",
-					 engine_names[e], metric_names[m]);
-				bench_print_row(label, metric_units[m],
-						s[v][e][m]);
-				bench_csv_row(csv, WORKLOAD, variant,
-					      engine_names[e], metric_names[m],
-					      metric_units[m], s[v][e][m],
-					      base.runs);
-			}
-			printf("  %-18s (last run: VmRSS %.1f MiB, VmHWM so "
-			       "far %.1f MiB, setup %.1f ms", engine_names[e],
-			       last[v][e].abs_rss_mib, last[v][e].hwm_mib,
-			       last[v][e].setup_ms);
-			if (e == AGGRING)
-				printf(", %.3f doorbells per message",
-				       last[v][e].doorbells);
-			printf(")\n");
+		for (m = 0; m < METRICS; m++) {
+			struct bench_summary *sm = &res->s[v][e][m];
+			char label[48];
+
+			*sm = bench_summarize(res->val[v][e][m], runs);
+			snprintf(label, sizeof(label), "%s %s",
+				 engine_names[e], metric_names[m]);
+			bench_print_row(label, metric_units[m], *sm);
+			bench_csv_row(csv, WORKLOAD, variant, engine_names[e],
+				      metric_names[m], metric_units[m], *sm,
+				      runs);
 		}
+		printf("  %-18s (last run: VmRSS %.1f MiB, VmHWM so "
+		       "far %.1f MiB, setup %.1f ms", engine_names[e],
+		       last->abs_rss_mib, last->hwm_mib, last->setup_ms);
+		if (e == AGGRING)
+			printf(", %.3f doorbells per message", last->doorbells);
+		printf(")\n");
 	}
+}
+
+static void print_ratios(const struct results *res)
+{
+	const struct bench_summary(*s)[ENGINES][METRICS] = res->s;
+	int v, e;
+
 	printf("ratios (medians):\n");
 	for (v = 0; v < VARIANTS; v++)
 		printf("  %3d aggregates: aggring / pthread throughput %.2f, "
@@ -484,6 +508,26 @@ int main(int argc, char **argv)
 		       "aggregates %.2f\n", engine_names[e],
 		       s[1][e][THROUGHPUT].median / s[0][e][THROUGHPUT].median,
 		       s[2][e][THROUGHPUT].median / s[0][e][THROUGHPUT].median);
+}
+
+int main(int argc, char **argv)
+{
+	struct args a = { .base = { .ids = 10000 } };
+	static struct results res;
+	char (*names)[16];
+	struct item *items;
+	FILE *csv;
+	int v;
+
+	parse(argc, argv, &a);
+	items = make_items(a.base.n, a.base.ids, &names);
+	csv = bench_csv_open(a.dir, WORKLOAD);
+	bench_print_env(stdout, WORKLOAD);
+	print_plan(&a);
+	run_rounds(&a, items, names, &res);
+	for (v = 0; v < VARIANTS; v++)
+		report_variant(v, a.base.runs, &res, csv);
+	print_ratios(&res);
 	bench_csv_close(csv);
 	free(items);
 	free(names);

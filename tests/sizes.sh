@@ -36,22 +36,14 @@ MAX_FUNC_LINES=60
 # src/ and redis/: the library's four files over 800 lines (none of
 # its functions is over 60), left as they are while src/ is reshaped
 # apart (issue 31, items 4-7); to go with or after that.
-# bench/: producers.c and the runners' main and run_once, not yet split
-# (this round split examples/ and tests/).
+# bench/: producers.c, eight lines over: its report is to move to a
+# file of its own.
 ALLOWED='
 src/dispatcher.c
 src/worker.c
 src/runtime.c
 redis/wow_bus_consumer.c
 bench/producers.c
-bench/direct_read.c:run_variant
-bench/echo_load.c:run_once
-bench/journal.c:run_once
-bench/journal.c:main
-bench/latency.c:run_once
-bench/latency.c:main
-bench/scale.c:run_once
-bench/scale.c:main
 '
 # tests/: check_redis_client.c, whose Redis fixture check_wow_processor.c
 # shares: to split with that fixture.
