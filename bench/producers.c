@@ -55,26 +55,16 @@
 
 #include "harness.h"
 #include "peer.h"
+#include "producers_report.h"
 
 #define WORKLOAD "producers"
 #define MAX_BATCH 256
 #define MAX_LIST 16	    /* producer counts in -P */
 #define MAX_PRODUCERS 1024
-#define MAX_RUNS 1000
 #define MAX_PEERS 16
 
-enum engine { AGR_SINGLE, AGR_BATCH, FIRST_PEER };
 enum kind { FOREIGN, WORKER, KINDS };
 static const char *const kind_names[KINDS] = { "foreign", "worker" };
-
-/* What each run measures besides the rate. */
-enum counter { CPU_NS, SWITCHES, DOORBELLS, PER_ACTIVATION, COUNTERS };
-static const char *const counter_metrics[COUNTERS] = {
-	"cpu_ns_per_msg", "switches_per_kmsg", "doorbells_per_msg",
-	"msgs_per_activation"
-};
-static const char *const counter_units[COUNTERS] = { "ns", "count", "count",
-						     "count" };
 
 /* One message, as each engine sees it; id < 0: producer -id - 1's
  * control message (peers, worker kind). */
@@ -118,12 +108,6 @@ struct run {
 	struct bench_order order;
 	pthread_barrier_t go;
 	atomic_long tasks; /* producer tasks run on aggring's workers */
-};
-
-/* What one run measured. */
-struct sample {
-	double rate; /* M msg/s */
-	double counter[COUNTERS];
 };
 
 static const struct peer_engine *peers[MAX_PEERS];
@@ -467,142 +451,17 @@ static void assign(struct item *items, const struct config *c,
 
 /* ---- report ---- */
 
-static void print_ratio(const char *what, double ratio, double target)
-{
-	if (target > 0)
-		printf("  %-34s %6.3f  (target >= %.1f: %s)\n", what, ratio,
-		       target, ratio >= target ? "met" : "MISSED");
-	else
-		printf("  %-34s %6.3f  (no target)\n", what, ratio);
-}
-
-static double median_of(double *v, int runs)
-{
-	return bench_summarize(v, runs).median;
-}
-
-/* The counters' medians per engine; aggring's engine counters too. */
-static void print_counters(struct sample (*v)[MAX_RUNS], int runs)
-{
-	double x[MAX_RUNS];
-	int e, k, r;
-
-	printf("  counters, median of runs: %-8s %12s %14s %14s %12s\n", "",
-	       "cpu ns/msg", "switches/kmsg", "doorbells/msg", "msgs/activ");
-	for (e = 0; e < nengines; e++) {
-		printf("    %-32s", engine_name(e));
-		for (k = 0; k < COUNTERS; k++) {
-			if (e >= FIRST_PEER && k >= DOORBELLS) {
-				printf(" %14s", "-");
-				continue;
-			}
-			for (r = 0; r < runs; r++)
-				x[r] = v[e][r].counter[k];
-			printf(k == CPU_NS ? " %12.1f" : " %14.4f",
-			       median_of(x, runs));
-		}
-		printf("\n");
-	}
-}
-
-/*
- * aggring's slowest and fastest runs with the messages each ran per
- * activation and its doorbells per message: a bimodal engine shows as
- * one mode in each.
- */
-static void print_modes(struct sample (*v)[MAX_RUNS], int runs)
-{
-	const struct sample *slow, *fast;
-	int e, r;
-
-	for (e = 0; e < FIRST_PEER; e++) {
-		slow = fast = &v[e][0];
-		for (r = 1; r < runs; r++) {
-			if (v[e][r].rate < slow->rate)
-				slow = &v[e][r];
-			if (v[e][r].rate > fast->rate)
-				fast = &v[e][r];
-		}
-		printf("  %-18s slowest %6.2f M/s at %5.1f msgs/activation, "
-		       "%.4f doorbells/msg; fastest %6.2f at %5.1f, %.4f\n",
-		       engine_name(e), slow->rate,
-		       slow->counter[PER_ACTIVATION], slow->counter[DOORBELLS],
-		       fast->rate, fast->counter[PER_ACTIVATION],
-		       fast->counter[DOORBELLS]);
-	}
-}
-
-static void csv_counters(FILE *csv, const char *variant,
-			 struct sample (*v)[MAX_RUNS], int runs)
-{
-	double x[MAX_RUNS];
-	int e, k, r;
-
-	for (e = 0; e < nengines; e++)
-		for (k = 0; k < COUNTERS; k++) {
-			if (e >= FIRST_PEER && k >= DOORBELLS)
-				continue;
-			for (r = 0; r < runs; r++)
-				x[r] = v[e][r].counter[k];
-			bench_csv_row(csv, WORKLOAD, variant, engine_name(e),
-				      counter_metrics[k], counter_units[k],
-				      bench_summarize(x, runs), runs);
-		}
-}
-
-/* Rates: rows and CSV into s[]; returns the best peer (-1: none). */
-static int print_rates(FILE *csv, const char *variant,
-		       struct sample (*v)[MAX_RUNS], int runs,
-		       struct bench_summary *s)
-{
-	double x[MAX_RUNS];
-	int e, r, best = -1;
-
-	for (e = 0; e < nengines; e++) {
-		for (r = 0; r < runs; r++)
-			x[r] = v[e][r].rate;
-		s[e] = bench_summarize(x, runs);
-		bench_print_row(engine_name(e), "M/s", s[e]);
-		bench_csv_row(csv, WORKLOAD, variant, engine_name(e),
-			      "throughput", "Mmsg/s", s[e], runs);
-		if (e >= FIRST_PEER &&
-		    (best < 0 || s[e].median > s[best].median))
-			best = e;
-	}
-	return best;
-}
-
 static void report(const struct config *c, int nprod, enum kind kind,
 		   struct sample (*v)[MAX_RUNS], FILE *csv)
 {
-	double target = nprod >= 4 ? 1.0 : 0;
-	struct bench_summary s[nengines];
-	char variant[32], what[64];
-	int e, best;
+	const struct report rp = {
+		.kind = kind_names[kind], .nprod = nprod, .n = c->n,
+		.ids = c->ids, .groups = c->groups, .workers = c->workers,
+		.runs = c->runs, .nengines = nengines,
+		.engine_name = engine_name, .v = v,
+	};
 
-	snprintf(variant, sizeof(variant), "P%d-%s", nprod, kind_names[kind]);
-	printf("\n%s: %s: %d %s producer%s, %ld no-op messages over %d ids "
-	       "(%d per producer), %d groups, %d workers, %d runs "
-	       "(M msg/s)\n", WORKLOAD, variant, nprod, kind_names[kind],
-	       nprod == 1 ? "" : "s", c->n, nprod * (c->ids / nprod),
-	       c->ids / nprod, c->groups, c->workers, c->runs);
-	best = print_rates(csv, variant, v, c->runs, s);
-	if (best >= 0) {
-		printf("  best peer: %s\n", engine_name(best));
-		print_ratio("aggring single / best peer",
-			    s[AGR_SINGLE].median / s[best].median, target);
-		snprintf(what, sizeof(what), "%s / best peer", batch_name);
-		print_ratio(what, s[AGR_BATCH].median / s[best].median,
-			    target);
-	}
-	printf("  slowest run / median (target >= 0.6):");
-	for (e = 0; e < nengines; e++)
-		printf(" %s %.2f%s", engine_name(e), s[e].min / s[e].median,
-		       s[e].min >= 0.6 * s[e].median ? "" : " MISSED");
-	printf("\n");
-	print_counters(v, c->runs);
-	print_modes(v, c->runs);
-	csv_counters(csv, variant, v, c->runs);
+	report_print(&rp, csv);
 }
 
 /* Warm-up, then c->runs rounds alternating engines. */
