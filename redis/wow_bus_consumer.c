@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * wow_bus_consumer.c - Wow's Redis Streams consumer feeding a
- * dispatcher (aggring/wow_bus.h; spec/wow-redis.md sections 1-2).
+ * dispatcher (aggring/wow_bus.h; spec/wow-redis.md sections 1-2): the
+ * reads, setup, recovery and acks. Its start, stop and creation are in
+ * wow_bus_life.c.
  *
  * Everything but the completion path runs on the consumer's worker:
  * setup (XGROUP CREATE per topic, in order), one blocking XREADGROUP
@@ -15,7 +17,7 @@
  * undecodable), so that a sweep can claim again an entry of ours that
  * Redis delivered in a reply we never read.
  */
-#include "wow_bus_internal.h"
+#include "wow_bus_state.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -32,92 +34,9 @@
 #include <aggring/worker.h>
 #include <hiredis/hiredis.h>
 
-#define MAX_TOPICS 8
 #define ACK_BATCH 512 /* ids per XACK */
 #define NS_PER_MS 1000000ull
-
-struct wow_entry {
-	agr_message msg; /* first: the dispatcher's message is the entry */
-	struct wow_entry *next; /* ack stack, then ack batch */
-	struct wow_entry *held_prev, *held_next; /* on the worker */
-	agr_wow_bus *bus;
-	unsigned topic;
-	agr_wow_decoded d;
-	bool no_ack; /* discarded unhandled: left pending */
-	char *json;
-	char id[]; /* the entry id, NUL, the msg JSON, NUL */
-};
-
-/* The id of an undecodable entry of ours: it stays pending, unclaimed. */
-struct kept_id {
-	struct kept_id *next;
-	char id[];
-};
-
 #define MAX_KEPT 1024 /* undecodable ids remembered per topic */
-
-struct reader {
-	agr_wow_bus *bus;
-	unsigned index;
-	agr_redis *r;
-	bool reading;	/* an XREADGROUP is out */
-	bool waiting;	/* a retry timer is armed */
-	bool group_ok;
-	bool closed;
-};
-
-/* A timer's argument: which job it runs when it fires. */
-struct timer {
-	agr_wow_bus *bus;
-	void (*fire)(agr_wow_bus *b, unsigned index);
-	unsigned index;
-	bool armed;
-};
-
-enum phase { P_NEW, P_SETUP, P_RUNNING, P_STOPPING, P_STOPPED };
-
-struct agr_wow_bus {
-	/* Options, copied. */
-	agr_redis_options redis; /* its strings: the copies below */
-	char *host, *name, *username, *password;
-	agr_scheduler *sched;
-	unsigned hint;
-	agr_dispatcher *disp;
-	char *topics[MAX_TOPICS];
-	unsigned ntopics;
-	char *group, *consumer;
-	unsigned block_ms, count, max_in_flight, batch;
-	bool recovery;
-	uint64_t min_idle_ms, interval_ms;
-	agr_wow_decode_fn decode;
-	void *decode_arg;
-
-	/* On the worker. */
-	agr_worker *w;
-	agr_redis *ctl;
-	struct reader readers[MAX_TOPICS];
-	struct agr__wowbus_lease leases[MAX_TOPICS];
-	struct timer retry[MAX_TOPICS], sweep_timer[MAX_TOPICS], heartbeat;
-	struct timer ack_timer;
-	struct ack_batch *ack_retry; /* XACKs that failed, to send again */
-	bool sweeping[MAX_TOPICS];
-	struct wow_entry *held[MAX_TOPICS]; /* in flight, per topic */
-	struct kept_id *kept[MAX_TOPICS];
-	unsigned nkept[MAX_TOPICS];
-	unsigned groups_made, timers, closing, releasing, acks_out;
-	unsigned long in_flight;
-
-	/* Shared. */
-	_Atomic(struct wow_entry *) acks;
-	pthread_mutex_t lock;
-	pthread_cond_t cond;
-	enum phase phase; /* written under lock, on the worker once started */
-	bool ready;	  /* under lock */
-	int setup_err;	  /* under lock */
-	_Atomic uint64_t st_read, st_dispatched, st_acked, st_undecodable,
-		st_not_admitted, st_claimed, st_sweeps, st_redis_errors,
-		st_in_flight;
-};
 
 static void count(_Atomic uint64_t *c, uint64_t n)
 {
@@ -191,7 +110,7 @@ static int decode_entry(agr_wow_bus *b, unsigned topic, const redisReply *e,
 	return 0;
 }
 
-static void entry_free(struct wow_entry *en)
+void agr__wowbus_entry_free(struct wow_entry *en)
 {
 	if (en->d.free_value)
 		en->d.free_value(en->d.value);
@@ -220,7 +139,7 @@ static void entry_done(agr_wow_bus *b, struct wow_entry *en)
 		b->held[en->topic] = en->held_next;
 	if (en->held_next)
 		en->held_next->held_prev = en->held_prev;
-	entry_free(en);
+	agr__wowbus_entry_free(en);
 }
 
 static void keep_undecodable(agr_wow_bus *b, unsigned topic, const char *id)
@@ -280,7 +199,7 @@ static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 				"%s %s: not admitted (%s); left pending",
 				b->topics[topic], en->id,
 				strerror(-ret));
-			entry_free(en);
+			agr__wowbus_entry_free(en);
 			continue;
 		}
 		hold(b, en);
@@ -291,8 +210,6 @@ static void deliver(agr_wow_bus *b, unsigned topic, const redisReply *entries)
 }
 
 /* ---- timers ---- */
-
-static void try_finish_stop(agr_wow_bus *b);
 
 static void timer_cb(int res, void *arg)
 {
@@ -306,7 +223,7 @@ static void timer_cb(int res, void *arg)
 	    (t == &b->ack_timer && b->phase == P_STOPPING))
 		t->fire(b, t->index);
 	else
-		try_finish_stop(b);
+		agr__wowbus_try_finish_stop(b);
 }
 
 static void timer_arm(struct timer *t, uint64_t ms)
@@ -335,7 +252,6 @@ static uint64_t retry_ms(const agr_wow_bus *b)
 /* ---- reading ---- */
 
 static void read_next(struct reader *rd);
-static void create_group(agr_wow_bus *b, unsigned index);
 
 static bool reply_is(const redisReply *reply, const char *token)
 {
@@ -365,7 +281,7 @@ static void on_read(agr_redis *r, const redisReply *reply, int err,
 		if (!err && reply_is(reply, "NOGROUP")) {
 			/* The stream or group went away (a node lost data). */
 			rd->group_ok = false;
-			create_group(b, rd->index);
+			agr__wowbus_create_group(b, rd->index);
 			return;
 		}
 		rd->waiting = true;
@@ -430,7 +346,7 @@ static void resume_readers(agr_wow_bus *b)
 
 /* ---- setup ---- */
 
-static void set_ready(agr_wow_bus *b, int err)
+void agr__wowbus_set_ready(agr_wow_bus *b, int err)
 {
 	pthread_mutex_lock(&b->lock);
 	if (!b->ready) {
@@ -452,7 +368,7 @@ static void group_made(agr_wow_bus *b, unsigned index)
 	if (first) {
 		b->groups_made = index + 1;
 		if (b->groups_made < b->ntopics) {
-			create_group(b, b->groups_made);
+			agr__wowbus_create_group(b, b->groups_made);
 			return;
 		}
 		/* Every group exists: the consumer runs. */
@@ -460,7 +376,7 @@ static void group_made(agr_wow_bus *b, unsigned index)
 		if (b->phase == P_SETUP)
 			b->phase = P_RUNNING;
 		pthread_mutex_unlock(&b->lock);
-		set_ready(b, 0);
+		agr__wowbus_set_ready(b, 0);
 		for (unsigned i = 0; i < b->ntopics; i++) {
 			if (b->recovery)
 				start_sweep(b, i);
@@ -496,7 +412,7 @@ static void on_group(agr_redis *r, const redisReply *reply, int err,
 	timer_arm(&b->retry[rd->index], retry_ms(b));
 }
 
-static void create_group(agr_wow_bus *b, unsigned index)
+void agr__wowbus_create_group(agr_wow_bus *b, unsigned index)
 {
 	const char *t = b->topics[index];
 	int ret = agr_redis_command(b->ctl, t, on_group, &b->readers[index],
@@ -516,7 +432,7 @@ static void retry_fire(agr_wow_bus *b, unsigned index)
 
 	rd->waiting = false;
 	if (!rd->group_ok)
-		create_group(b, index);
+		agr__wowbus_create_group(b, index);
 	else
 		read_next(rd);
 }
@@ -546,7 +462,7 @@ static void sweep_done(void *owner, unsigned topic, int err)
 	if (b->phase == P_RUNNING)
 		timer_arm(&b->sweep_timer[topic], b->interval_ms);
 	else
-		try_finish_stop(b);
+		agr__wowbus_try_finish_stop(b);
 }
 
 static bool sweep_has_room(void *owner)
@@ -650,7 +566,7 @@ static void on_ack(agr_redis *r, const redisReply *reply, int err,
 	if (b->phase == P_RUNNING)
 		resume_readers(b);
 	else
-		try_finish_stop(b);
+		agr__wowbus_try_finish_stop(b);
 }
 
 static void send_batch(agr_wow_bus *b, struct ack_batch *ab)
@@ -752,7 +668,7 @@ static void drain_acks(void *arg)
 	if (b->phase == P_RUNNING)
 		resume_readers(b);
 	else
-		try_finish_stop(b);
+		agr__wowbus_try_finish_stop(b);
 }
 
 void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
@@ -805,373 +721,8 @@ const char *agr_wow_message_topic(const agr_message *msg)
 	return msg ? en->bus->topics[en->topic] : NULL;
 }
 
-/* ---- stop ---- */
-
-static void set_phase(agr_wow_bus *b, enum phase p)
-{
-	pthread_mutex_lock(&b->lock);
-	b->phase = p;
-	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
-}
-
-static void on_ctl_closed(void *arg)
-{
-	agr_wow_bus *b = arg;
-
-	b->closing--;
-	b->ctl = NULL;
-	try_finish_stop(b);
-}
-
-static void on_reader_closed(void *arg)
-{
-	struct reader *rd = arg;
-
-	rd->r = NULL;
-	rd->bus->closing--;
-	try_finish_stop(rd->bus);
-}
-
-static void on_released(void *arg)
-{
-	agr_wow_bus *b = arg;
-
-	b->releasing--;
-	try_finish_stop(b);
-}
-
-static bool sweeps_running(const agr_wow_bus *b)
-{
-	for (unsigned i = 0; i < b->ntopics; i++)
-		if (b->sweeping[i])
-			return true;
-	return false;
-}
-
-/*
- * Stop, in steps, each retried when something it waits for ends: the
- * messages in flight are acked; then the leases are released; then the
- * control client closes; when timers and clients are gone, stopped.
- */
-static void try_finish_stop(agr_wow_bus *b)
-{
-	if (b->phase != P_STOPPING)
-		return;
-	if (b->in_flight || b->acks_out || b->ack_retry ||
-	    atomic_load_explicit(&b->acks, memory_order_acquire))
-		return;
-	if (b->ctl && !b->leases[0].released && b->recovery) {
-		b->releasing++; /* held while the releases are sent */
-		for (unsigned i = 0; i < b->ntopics; i++) {
-			b->releasing++;
-			if (agr__wowbus_lease_release(&b->leases[i], b->ctl,
-						      on_released, b) < 0)
-				b->releasing--;
-		}
-		if (--b->releasing)
-			return;
-	}
-	if (b->releasing || sweeps_running(b))
-		return;
-	if (b->ctl && !b->closing) {
-		b->closing++;
-		agr_redis_close(b->ctl, on_ctl_closed, b);
-		return;
-	}
-	if (b->closing || b->timers)
-		return;
-	set_phase(b, P_STOPPED);
-}
-
-static void stop_on_worker(void *arg)
-{
-	agr_wow_bus *b = arg;
-
-	if (b->phase == P_STOPPING || b->phase == P_STOPPED)
-		return;
-	set_phase(b, P_STOPPING);
-	set_ready(b, -ESHUTDOWN);
-	agr_io_cancel(b->w, &b->heartbeat);
-	for (unsigned i = 0; i < b->ntopics; i++) {
-		agr_io_cancel(b->w, &b->retry[i]);
-		agr_io_cancel(b->w, &b->sweep_timer[i]);
-	}
-	for (unsigned i = 0; i < b->ntopics; i++)
-		if (b->readers[i].r) {
-			b->closing++;
-			agr_redis_close(b->readers[i].r, on_reader_closed,
-					&b->readers[i]);
-		}
-	try_finish_stop(b);
-}
-
-/* ---- start ---- */
-
-static void start_on_worker(void *arg)
-{
-	agr_wow_bus *b = arg;
-	agr_redis_options ro = b->redis;
-	int ret;
-
-	b->w = agr_worker_current();
-	ro.name = b->name;
-	ret = agr_redis_new(b->w, &ro, &b->ctl);
-	for (unsigned i = 0; ret == 0 && i < b->ntopics; i++)
-		ret = agr_redis_new(b->w, &ro, &b->readers[i].r);
-	if (ret < 0) {
-		agr_log(AGR_LOG_ERROR,
-			"consumer %s: no Redis client (%s)", b->consumer,
-			strerror(-ret));
-		set_ready(b, ret);
-		stop_on_worker(b);
-		return;
-	}
-	/* The leases go first, so the first read already holds them. */
-	if (b->recovery)
-		for (unsigned i = 0; i < b->ntopics; i++)
-			agr__wowbus_lease_take(&b->leases[i], b->ctl, NULL,
-					       NULL);
-	create_group(b, 0);
-}
-
-int agr_wow_bus_start(agr_wow_bus *b)
-{
-	int ret;
-
-	if (!b)
-		return -EINVAL;
-	pthread_mutex_lock(&b->lock);
-	if (b->phase != P_NEW) {
-		pthread_mutex_unlock(&b->lock);
-		return -EALREADY;
-	}
-	b->phase = P_SETUP;
-	pthread_mutex_unlock(&b->lock);
-	ret = agr_scheduler_schedule(b->sched, b->hint, start_on_worker, b);
-	if (ret < 0)
-		set_phase(b, P_STOPPED);
-	return ret;
-}
-
-static void deadline_after(struct timespec *ts, uint64_t ns)
-{
-	clock_gettime(CLOCK_MONOTONIC, ts);
-	ts->tv_sec += (time_t)(ns / 1000000000ull);
-	ts->tv_nsec += (long)(ns % 1000000000ull);
-	if (ts->tv_nsec >= 1000000000L) {
-		ts->tv_sec++;
-		ts->tv_nsec -= 1000000000L;
-	}
-}
-
-int agr_wow_bus_wait_ready(agr_wow_bus *b, uint64_t timeout_ns)
-{
-	struct timespec ts;
-	int ret = 0;
-
-	if (!b)
-		return -EINVAL;
-	deadline_after(&ts, timeout_ns);
-	pthread_mutex_lock(&b->lock);
-	while (!b->ready && ret == 0 && b->phase != P_STOPPED)
-		ret = pthread_cond_timedwait(&b->cond, &b->lock, &ts);
-	if (b->ready)
-		ret = b->setup_err;
-	else if (ret)
-		ret = -ETIMEDOUT;
-	else
-		ret = -ESHUTDOWN;
-	pthread_mutex_unlock(&b->lock);
-	return ret;
-}
-
-int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns)
-{
-	struct timespec ts;
-	bool scheduled;
-	int ret = 0;
-
-	if (!b)
-		return -EINVAL;
-	pthread_mutex_lock(&b->lock);
-	if (b->phase == P_NEW)
-		b->phase = P_STOPPED;
-	scheduled = b->phase == P_STOPPED;
-	pthread_mutex_unlock(&b->lock);
-	if (!scheduled &&
-	    agr_scheduler_schedule(b->sched, b->hint, stop_on_worker, b) < 0) {
-		agr_log(AGR_LOG_ERROR,
-			"consumer %s: its scheduler is gone; stopped "
-			"without acking", b->consumer);
-		set_phase(b, P_STOPPED);
-	}
-	deadline_after(&ts, timeout_ns);
-	pthread_mutex_lock(&b->lock);
-	while (b->phase != P_STOPPED && ret == 0)
-		ret = pthread_cond_timedwait(&b->cond, &b->lock, &ts);
-	ret = b->phase == P_STOPPED ? 0 : -ETIMEDOUT;
-	pthread_mutex_unlock(&b->lock);
-	return ret;
-}
-
-/*
- * A stop that always ends: a handler that never finishes (or retries
- * forever, issue 30's livelock) cannot hold it past its deadline. The
- * force completes the messages in flight with AGR_DISCARDED (never
- * handled) or AGR_INTERRUPTED (handled, cut short), and either leaves
- * its entry pending for a later claim (not acked).
- */
-int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns)
-{
-	int ret = b ? agr_wow_bus_stop(b, timeout_ns) : -EINVAL;
-
-	if (ret != -ETIMEDOUT)
-		return ret;
-	agr_log(AGR_LOG_WARN, "consumer %s: messages still in flight at the "
-		"stop's deadline; forcing dispatcher %s", b->consumer,
-		agr_dispatcher_name(b->disp));
-	agr_dispatcher_force_stop(b->disp);
-	/* Every admitted message completes now, discarded if need be. */
-	if (agr_dispatcher_stop_gracefully(b->disp, timeout_ns) < 0)
-		agr_log(AGR_LOG_ERROR, "consumer %s: dispatcher %s did not "
-			"stop after the force", b->consumer,
-			agr_dispatcher_name(b->disp));
-	ret = agr_wow_bus_stop(b, timeout_ns);
-	if (ret == -ETIMEDOUT && agr_scheduler_is_terminated(b->sched)) {
-		agr_log(AGR_LOG_WARN, "consumer %s: its workers are gone; "
-			"stopped, entries in flight stay pending",
-			b->consumer);
-		set_phase(b, P_STOPPED);
-		ret = 0;
-	}
-	return ret == 0 ? -ECANCELED : ret;
-}
-
-void agr_wow_bus_free(agr_wow_bus *b)
-{
-	struct wow_entry *en, *next;
-
-	if (!b)
-		return;
-	while (agr_wow_bus_stop(b, 5000000000ull) == -ETIMEDOUT) {
-		/* With its workers gone, nothing can finish the stop. */
-		if (agr_scheduler_is_terminated(b->sched)) {
-			agr_log(AGR_LOG_ERROR, "consumer %s: freed while its "
-				"scheduler is gone; unacked entries stay "
-				"pending", b->consumer);
-			break;
-		}
-		agr_log(AGR_LOG_WARN, "consumer %s: stop waits for messages "
-			"in flight", b->consumer);
-	}
-	for (en = atomic_load(&b->acks); en; en = next) {
-		next = en->next;
-		entry_free(en);
-	}
-	for (unsigned i = 0; i < b->ntopics; i++) {
-		struct kept_id *k, *knext;
-
-		free(b->topics[i]);
-		agr__wowbus_lease_fini(&b->leases[i]);
-		for (k = b->kept[i]; k; k = knext) {
-			knext = k->next;
-			free(k);
-		}
-	}
-	free(b->host);
-	free(b->username);
-	if (b->password)
-		explicit_bzero(b->password, strlen(b->password));
-	free(b->password);
-	free(b->name);
-	free(b->group);
-	free(b->consumer);
-	pthread_mutex_destroy(&b->lock);
-	pthread_cond_destroy(&b->cond);
-	free(b);
-}
-
-/* ---- new ---- */
-
-/* The waits' deadlines are on CLOCK_MONOTONIC: so is the condition. */
-static void cond_init_monotonic(pthread_cond_t *cond)
-{
-	pthread_condattr_t a;
-
-	pthread_condattr_init(&a);
-	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
-	pthread_cond_init(cond, &a);
-	pthread_condattr_destroy(&a);
-}
-
-static char *fresh_consumer_name(void)
-{
-	unsigned char raw[8];
-	char *s = malloc(32);
-
-	if (!s)
-		return NULL;
-	if (getrandom(raw, sizeof(raw), 0) != (ssize_t)sizeof(raw))
-		memset(raw, 0, sizeof(raw));
-	snprintf(s, 32, "c%08x%02x%02x%02x%02x%02x%02x%02x%02x",
-		 (unsigned)getpid(), raw[0], raw[1], raw[2], raw[3], raw[4],
-		 raw[5], raw[6], raw[7]);
-	return s;
-}
-
-static int invalid(const agr_wow_bus_options *o, const char *what)
-{
-	(void)o;
-	agr_log(AGR_LOG_ERROR, "agr_wow_bus_new: %s", what);
-	return -EINVAL;
-}
-
-static int check_options(const agr_wow_bus_options *o)
-{
-	if (!o || o->size < sizeof(*o))
-		return invalid(o, "options missing or of an older size");
-	if (!o->scheduler)
-		return invalid(o, "no scheduler");
-	if (!o->dispatcher)
-		return invalid(o, "no dispatcher");
-	if (!o->topics || o->ntopics == 0 || o->ntopics > MAX_TOPICS)
-		return invalid(o, "ntopics must be 1..8");
-	for (unsigned i = 0; i < o->ntopics; i++)
-		if (!o->topics[i] || !*o->topics[i])
-			return invalid(o, "a topic is NULL or empty");
-	if (!o->group || !*o->group)
-		return invalid(o, "no group");
-	if (o->consumer && !*o->consumer)
-		return invalid(o, "empty consumer name");
-	return 0;
-}
-
-static void copy_settings(agr_wow_bus *b, const agr_wow_bus_options *o)
-{
-	b->redis = o->redis;
-	if (!b->redis.size) {
-		agr_redis_options_init(&b->redis);
-		b->redis.port = o->redis.port;
-		b->redis.cluster = o->redis.cluster;
-	}
-	b->sched = o->scheduler;
-	b->hint = o->worker_hint;
-	b->disp = o->dispatcher;
-	b->ntopics = o->ntopics;
-	b->block_ms = o->block_ms ? o->block_ms : 2000;
-	b->count = o->count;
-	b->max_in_flight = o->max_in_flight ? o->max_in_flight : 4096;
-	b->recovery = !o->no_recovery;
-	b->min_idle_ms = o->min_idle_ms ? o->min_idle_ms : 300000;
-	b->interval_ms = o->recovery_interval_ms ? o->recovery_interval_ms :
-						     30000;
-	b->batch = o->recovery_batch ? o->recovery_batch : 100;
-	b->decode = o->decode ? o->decode : agr_wow_decode_default;
-	b->decode_arg = o->decode_arg;
-}
-
-static int init_parts(agr_wow_bus *b)
+/* The leases, readers and timers of a new bus. */
+int agr__wowbus_init_parts(agr_wow_bus *b)
 {
 	for (unsigned i = 0; i < b->ntopics; i++) {
 		int ret = agr__wowbus_lease_init(&b->leases[i], b->topics[i],
@@ -1186,76 +737,5 @@ static int init_parts(agr_wow_bus *b)
 	}
 	b->heartbeat = (struct timer){ b, heartbeat_fire, 0, false };
 	b->ack_timer = (struct timer){ b, ack_retry_fire, 0, false };
-	return 0;
-}
-
-/* The client is made at start: the option strings are copied now. */
-static bool copy_string(const char *s, char **copy, const char **field)
-{
-	*field = NULL;
-	if (!s)
-		return false;
-	*copy = strdup(s);
-	*field = *copy;
-	return !*copy;
-}
-
-int agr_wow_bus_new(const agr_wow_bus_options *o, agr_wow_bus **out)
-{
-	agr_wow_bus *b;
-	bool oom = false;
-	int ret = check_options(o);
-
-	if (ret < 0)
-		return ret;
-	if (!out)
-		return invalid(o, "no out pointer");
-	b = calloc(1, sizeof(*b));
-	if (!b)
-		return -ENOMEM;
-	copy_settings(b, o);
-	for (unsigned i = 0; i < b->ntopics; i++)
-		oom |= !(b->topics[i] = strdup(o->topics[i]));
-	b->group = strdup(o->group);
-	b->consumer = o->consumer ? strdup(o->consumer) : fresh_consumer_name();
-	b->name = b->consumer ? strdup(b->consumer) : NULL;
-	oom |= copy_string(o->redis.host, &b->host, &b->redis.host);
-	oom |= copy_string(o->redis.username, &b->username,
-			   &b->redis.username);
-	oom |= copy_string(o->redis.password, &b->password,
-			   &b->redis.password);
-	oom |= !b->group || !b->consumer || !b->name;
-	pthread_mutex_init(&b->lock, NULL);
-	cond_init_monotonic(&b->cond);
-	ret = oom ? -ENOMEM : init_parts(b);
-	if (ret < 0) {
-		agr_wow_bus_free(b);
-		return ret;
-	}
-	*out = b;
-	return 0;
-}
-
-const char *agr_wow_bus_consumer_name(const agr_wow_bus *b)
-{
-	return b ? b->consumer : NULL;
-}
-
-int agr_wow_bus_stats_get(const agr_wow_bus *b, agr_wow_bus_stats *out)
-{
-	agr_wow_bus *m = (agr_wow_bus *)(uintptr_t)b;
-
-	if (!b || !out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	out->read = atomic_load(&m->st_read);
-	out->dispatched = atomic_load(&m->st_dispatched);
-	out->acked = atomic_load(&m->st_acked);
-	out->undecodable = atomic_load(&m->st_undecodable);
-	out->not_admitted = atomic_load(&m->st_not_admitted);
-	out->claimed = atomic_load(&m->st_claimed);
-	out->sweeps = atomic_load(&m->st_sweeps);
-	out->redis_errors = atomic_load(&m->st_redis_errors);
-	out->in_flight = atomic_load(&m->st_in_flight);
 	return 0;
 }
