@@ -12,42 +12,33 @@
  * that issues commands, and its callbacks, recorded on the worker,
  * count a latch down; the test thread waits for it and asserts. The
  * cluster is rearranged (slot migrations) from the test thread with
- * hiredis's blocking API.
+ * hiredis's blocking API. The cluster's tests are in
+ * redis_client_cluster.c.
  */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <hiredis/hiredis.h>
+#include "redis_client_test.h"
 
-#include <aggring.h>
-#include <aggring/redis.h>
-
-#include "testutil.h"
-
-#define MS 1000000ull
 #define MAX_REPLY 200000
-#define SPREAD_KEYS 3000
 
-static int run_id;
-
-static int single_port, cluster_port;
-static const char *cluster_dir, *cluster_sh;
+int run_id;
+int single_port, cluster_port;
+const char *cluster_dir, *cluster_sh;
 
 /* ---- one worker ---- */
 
 static agr_supplier *sup;
-static agr_scheduler *sched;
+agr_scheduler *sched;
 
-static void rig_up(void)
+void rig_up(void)
 {
 	agr_named_aggregate named = { "redis", "client" };
 
@@ -56,36 +47,14 @@ static void rig_up(void)
 	ck_assert_int_eq(agr_supplier_get_or_init(sup, &named, &sched), 0);
 }
 
-static void rig_down(void)
+void rig_down(void)
 {
 	tu_assert_no_worker_failure();
 	ck_assert_int_eq(agr_supplier_stop_gracefully(sup, TU_LONG_NS), 0);
 	agr_supplier_free(sup);
 }
 
-/*
- * What one test's callbacks saw. `left` counts the callbacks a phase
- * waits for; the last one opens the latch.
- */
-struct ctx {
-	agr_redis *r;
-	agr_redis_options o;
-	struct tu_latch latch;
-	long left;
-	long calls, ok, errors, failures, canceled, timeouts, resets, other;
-	long bad_order;
-	long next;	  /* the INCR value expected next */
-	char *want;	  /* a value expected back */
-	size_t want_len;
-	long matched;
-	int last_err;
-	char err_text[128];
-	agr_redis_stats stats;
-	long closed;
-	void (*phase)(struct ctx *c);
-};
-
-static void ctx_init(struct ctx *c, int port, bool cluster)
+void ctx_init(struct ctx *c, int port, bool cluster)
 {
 	memset(c, 0, sizeof(*c));
 	agr_redis_options_init(&c->o);
@@ -112,7 +81,7 @@ static void phase_task(void *arg)
 }
 
 /* Runs `phase` on the worker and waits for `n` callbacks. */
-static void run_phase(struct ctx *c, void (*phase)(struct ctx *c), long n)
+void run_phase(struct ctx *c, void (*phase)(struct ctx *c), long n)
 {
 	tu_latch_init(&c->latch, 1);
 	c->left = n;
@@ -124,14 +93,14 @@ static void run_phase(struct ctx *c, void (*phase)(struct ctx *c), long n)
 	tu_assert_no_worker_failure();
 }
 
-static void one_done(struct ctx *c)
+void one_done(struct ctx *c)
 {
 	if (--c->left == 0)
 		tu_latch_count_down(&c->latch);
 }
 
 /* Counts what a callback got, by kind. */
-static void tally(struct ctx *c, const redisReply *reply, int err)
+void tally(struct ctx *c, const redisReply *reply, int err)
 {
 	c->calls++;
 	c->last_err = err;
@@ -155,7 +124,7 @@ static void tally(struct ctx *c, const redisReply *reply, int err)
 	}
 }
 
-static void on_any(agr_redis *r, const redisReply *reply, int err, void *arg)
+void on_any(agr_redis *r, const redisReply *reply, int err, void *arg)
 {
 	struct ctx *c = arg;
 
@@ -179,11 +148,24 @@ static void phase_close(struct ctx *c)
 	agr_redis_close(c->r, on_closed, c);
 }
 
-static void close_client(struct ctx *c)
+void close_client(struct ctx *c)
 {
 	run_phase(c, phase_close, 1);
 	ck_assert_int_eq(c->closed, 1);
 	c->r = NULL;
+}
+
+void on_get_value(agr_redis *r, const redisReply *reply, int err, void *arg)
+{
+	struct ctx *c = arg;
+
+	TU_EXPECT(r == c->r);
+	tally(c, reply, err);
+	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
+	    reply->len == c->want_len &&
+	    memcmp(reply->str, c->want, c->want_len) == 0)
+		c->matched++;
+	one_done(c);
 }
 
 /* ---- single node ---- */
@@ -236,20 +218,6 @@ START_TEST(single_pipelined_incrs_in_order)
 	rig_down();
 }
 END_TEST
-
-static void on_get_value(agr_redis *r, const redisReply *reply, int err,
-			 void *arg)
-{
-	struct ctx *c = arg;
-
-	TU_EXPECT(r == c->r);
-	tally(c, reply, err);
-	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
-	    reply->len == c->want_len &&
-	    memcmp(reply->str, c->want, c->want_len) == 0)
-		c->matched++;
-	one_done(c);
-}
 
 static const char bin_key[] = "t:bin\0key\r\n";
 
@@ -666,485 +634,6 @@ START_TEST(force_stop_cancels_and_exit_hook_frees)
 }
 END_TEST
 
-/* ---- the cluster ---- */
-
-/* A blocking connection to a master, for rearranging the cluster. */
-static redisContext *node_ctx(int port)
-{
-	redisContext *x = redisConnect("127.0.0.1", port);
-
-	ck_assert_msg(x && !x->err, "connect to %d: %s", port,
-		      x ? x->errstr : "no memory");
-	return x;
-}
-
-static redisReply *node_cmd(int port, const char *fmt, ...)
-{
-	redisContext *x = node_ctx(port);
-	redisReply *reply;
-	va_list ap;
-
-	va_start(ap, fmt);
-	reply = redisvCommand(x, fmt, ap);
-	va_end(ap);
-	ck_assert_ptr_nonnull(reply);
-	redisFree(x);
-	return reply;
-}
-
-static void node_ok(int port, const char *fmt, ...)
-{
-	redisContext *x = node_ctx(port);
-	redisReply *reply;
-	va_list ap;
-
-	va_start(ap, fmt);
-	reply = redisvCommand(x, fmt, ap);
-	va_end(ap);
-	ck_assert_ptr_nonnull(reply);
-	ck_assert_msg(reply->type != REDIS_REPLY_ERROR, "port %d: %s: %s",
-		      port, fmt, reply->str);
-	freeReplyObject(reply);
-	redisFree(x);
-}
-
-static void node_id(int port, char *id, size_t size)
-{
-	redisReply *reply = node_cmd(port, "CLUSTER MYID");
-
-	ck_assert_int_eq(reply->type, REDIS_REPLY_STRING);
-	snprintf(id, size, "%s", reply->str);
-	freeReplyObject(reply);
-}
-
-/* The master's index (0..2) serving `slot`, asked of the first master. */
-static int owner_of(unsigned slot)
-{
-	redisReply *reply = node_cmd(cluster_port, "CLUSTER SLOTS");
-	int owner = -1;
-
-	ck_assert_int_eq(reply->type, REDIS_REPLY_ARRAY);
-	for (size_t i = 0; i < reply->elements; i++) {
-		redisReply *r = reply->element[i];
-
-		if ((unsigned long long)r->element[0]->integer <= slot &&
-		    slot <= (unsigned long long)r->element[1]->integer)
-			owner = (int)r->element[2]->element[1]->integer -
-				cluster_port;
-	}
-	freeReplyObject(reply);
-	ck_assert_int_ge(owner, 0);
-	return owner;
-}
-
-static long long node_dbsize(int idx)
-{
-	redisReply *reply = node_cmd(cluster_port + idx, "DBSIZE");
-	long long n = reply->integer;
-
-	freeReplyObject(reply);
-	return n;
-}
-
-static int run_script(const char *what, int idx)
-{
-	char cmd[1024];
-
-	snprintf(cmd, sizeof(cmd), "sh '%s' %s '%s' %d", cluster_sh, what,
-		 cluster_dir, idx);
-	return system(cmd);
-}
-
-
-static void phase_spread_set(struct ctx *c)
-{
-	char key[64];
-
-	for (int i = 0; i < SPREAD_KEYS; i++) {
-		snprintf(key, sizeof(key), "t:%d:spread:%d", run_id, i);
-		TU_EXPECT(agr_redis_command(c->r, key, on_any, c,
-					    "SET %s v%d", key, i) == 0);
-	}
-}
-
-/* A command's own index: replies of different masters interleave. */
-struct keyref {
-	struct ctx *c;
-	int i;
-};
-
-static struct keyref refs[SPREAD_KEYS];
-
-static void on_spread_get(agr_redis *r, const redisReply *reply, int err,
-			  void *arg)
-{
-	struct keyref *k = arg;
-	struct ctx *c = k->c;
-	char want[32];
-
-	TU_EXPECT(r == c->r);
-	tally(c, reply, err);
-	snprintf(want, sizeof(want), "v%d", k->i);
-	if (err == 0 && reply->type == REDIS_REPLY_STRING &&
-	    strcmp(reply->str, want) == 0)
-		c->matched++;
-	one_done(c);
-}
-
-static void phase_spread_get(struct ctx *c)
-{
-	char key[64];
-
-	for (int i = 0; i < SPREAD_KEYS; i++) {
-		snprintf(key, sizeof(key), "t:%d:spread:%d", run_id, i);
-		refs[i] = (struct keyref){ .c = c, .i = i };
-		TU_EXPECT(agr_redis_command(c->r, key, on_spread_get, &refs[i],
-					    "GET %s", key) == 0);
-	}
-}
-
-START_TEST(cluster_keys_spread_over_all_masters)
-{
-	long long before[3];
-	struct ctx c;
-
-	for (int i = 0; i < 3; i++)
-		before[i] = node_dbsize(i);
-	ctx_init(&c, cluster_port, true);
-	rig_up();
-	run_phase(&c, phase_spread_set, SPREAD_KEYS);
-	ck_assert_int_eq(c.ok, SPREAD_KEYS);
-	run_phase(&c, phase_spread_get, SPREAD_KEYS);
-	ck_assert_int_eq(c.matched, SPREAD_KEYS);
-	close_client(&c);
-	for (int i = 0; i < 3; i++)
-		ck_assert_int_gt(node_dbsize(i) - before[i], SPREAD_KEYS / 5);
-	ck_assert_uint_eq(c.stats.connects, 3);
-	ck_assert_uint_eq(c.stats.moved, 0);
-	ck_assert_uint_ge(c.stats.slot_refreshes, 1);
-	rig_down();
-}
-END_TEST
-
-static char mkey[64];
-
-static void phase_set_mkey(struct ctx *c)
-{
-	TU_EXPECT(agr_redis_command(c->r, mkey, on_any, c, "SET %s moving",
-				    mkey) == 0);
-}
-
-static void phase_get_mkey(struct ctx *c)
-{
-	TU_EXPECT(agr_redis_command(c->r, mkey, on_get_value, c, "GET %s",
-				    mkey) == 0);
-}
-
-/*
- * Moves `slot` from master `from` to master `to` the way
- * redis-cli --cluster reshard does; `finish` false stops after the keys
- * moved, with the slot still MIGRATING/IMPORTING (an ASK window).
- */
-static void migrate_slot(unsigned slot, int from, int to, bool finish)
-{
-	char from_id[64], to_id[64];
-	redisReply *keys;
-
-	node_id(cluster_port + from, from_id, sizeof(from_id));
-	node_id(cluster_port + to, to_id, sizeof(to_id));
-	node_ok(cluster_port + to, "CLUSTER SETSLOT %u IMPORTING %s", slot,
-		from_id);
-	node_ok(cluster_port + from, "CLUSTER SETSLOT %u MIGRATING %s", slot,
-		to_id);
-	keys = node_cmd(cluster_port + from, "CLUSTER GETKEYSINSLOT %u 1000",
-			slot);
-	for (size_t i = 0; i < keys->elements; i++)
-		node_ok(cluster_port + from, "MIGRATE 127.0.0.1 %d %b 0 5000",
-			cluster_port + to, keys->element[i]->str,
-			keys->element[i]->len);
-	freeReplyObject(keys);
-	if (!finish)
-		return;
-	for (int i = 0; i < 3; i++)
-		node_ok(cluster_port + i, "CLUSTER SETSLOT %u NODE %s", slot,
-			to_id);
-}
-
-static void finish_migration(unsigned slot, int to)
-{
-	char to_id[64];
-
-	node_id(cluster_port + to, to_id, sizeof(to_id));
-	for (int i = 0; i < 3; i++)
-		node_ok(cluster_port + i, "CLUSTER SETSLOT %u NODE %s", slot,
-			to_id);
-}
-
-START_TEST(cluster_follows_moved)
-{
-	unsigned slot;
-	int from;
-	struct ctx c;
-
-	snprintf(mkey, sizeof(mkey), "t:%d:moved", run_id);
-	slot = agr_redis_key_slot(mkey, strlen(mkey));
-	from = owner_of(slot);
-	ctx_init(&c, cluster_port, true);
-	c.want = "moving";
-	c.want_len = 6;
-	rig_up();
-	run_phase(&c, phase_set_mkey, 1);
-	ck_assert_int_eq(c.ok, 1);
-	/* the client's map is now stale */
-	migrate_slot(slot, from, (from + 1) % 3, true);
-	run_phase(&c, phase_get_mkey, 1);
-	ck_assert_int_eq(c.matched, 1);
-	/* and once more: the map learnt the move */
-	run_phase(&c, phase_get_mkey, 1);
-	ck_assert_int_eq(c.matched, 2);
-	close_client(&c);
-	ck_assert_uint_eq(c.stats.moved, 1);
-	ck_assert_uint_ge(c.stats.slot_refreshes, 2);
-	ck_assert_int_eq(owner_of(slot), (from + 1) % 3);
-	rig_down();
-}
-END_TEST
-
-START_TEST(cluster_follows_ask_during_migration)
-{
-	unsigned slot;
-	int from;
-	struct ctx c;
-
-	snprintf(mkey, sizeof(mkey), "t:%d:ask", run_id);
-	slot = agr_redis_key_slot(mkey, strlen(mkey));
-	from = owner_of(slot);
-	ctx_init(&c, cluster_port, true);
-	c.want = "moving";
-	c.want_len = 6;
-	rig_up();
-	run_phase(&c, phase_set_mkey, 1);
-	/* the key has moved; the slot is still the old master's */
-	migrate_slot(slot, from, (from + 2) % 3, false);
-	run_phase(&c, phase_get_mkey, 1);
-	ck_assert_int_eq(c.matched, 1);
-	finish_migration(slot, (from + 2) % 3);
-	close_client(&c);
-	ck_assert_uint_eq(c.stats.ask, 1);
-	ck_assert_uint_eq(c.stats.moved, 0);
-	rig_down();
-}
-END_TEST
-
-/*
- * A fake cluster node on a thread: its slot map gives it every slot,
- * and every other command is answered with a MOVED to itself.
- */
-struct fake {
-	int lfd;
-	int port;
-	pthread_t thread;
-};
-
-static void fake_reply(int fd, const char *text, size_t len)
-{
-	while (len) {
-		ssize_t n = send(fd, text, len, MSG_NOSIGNAL);
-
-		if (n <= 0)
-			return;
-		text += n;
-		len -= (size_t)n;
-	}
-}
-
-static void fake_answer(int fd, int port, const redisReply *req)
-{
-	char buf[512];
-	int n;
-
-	if (req->type != REDIS_REPLY_ARRAY || req->elements == 0)
-		return;
-	if (strcasecmp(req->element[0]->str, "CLIENT") == 0) {
-		fake_reply(fd, "+OK\r\n", 5);
-		return;
-	}
-	if (strcasecmp(req->element[0]->str, "CLUSTER") == 0) {
-		n = snprintf(buf, sizeof(buf),
-			     "*1\r\n*4\r\n$5\r\nslots\r\n*2\r\n:0\r\n:16383\r\n"
-			     "$5\r\nnodes\r\n*1\r\n*6\r\n$4\r\nport\r\n:%d\r\n"
-			     "$2\r\nip\r\n$9\r\n127.0.0.1\r\n$4\r\nrole\r\n"
-			     "$6\r\nmaster\r\n",
-			     port);
-		fake_reply(fd, buf, (size_t)n);
-		return;
-	}
-	n = snprintf(buf, sizeof(buf), "-MOVED 42 127.0.0.1:%d\r\n", port);
-	fake_reply(fd, buf, (size_t)n);
-}
-
-static void *fake_serve(void *arg)
-{
-	struct fake *f = arg;
-	int fd;
-
-	/* one connection at a time, until the listener is shut down */
-	while ((fd = accept(f->lfd, NULL, NULL)) >= 0) {
-		redisReader *rd = redisReaderCreate();
-		char buf[4096];
-		ssize_t n;
-
-		while ((n = recv(fd, buf, sizeof(buf), 0)) > 0) {
-			void *req;
-
-			redisReaderFeed(rd, buf, (size_t)n);
-			while (redisReaderGetReply(rd, &req) == REDIS_OK && req) {
-				fake_answer(fd, f->port, req);
-				freeReplyObject(req);
-			}
-		}
-		redisReaderFree(rd);
-		close(fd);
-	}
-	return NULL;
-}
-
-static void fake_start(struct fake *f)
-{
-	struct sockaddr_in addr = { .sin_family = AF_INET };
-	socklen_t len = sizeof(addr);
-
-	f->lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	ck_assert_int_eq(bind(f->lfd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-	ck_assert_int_eq(listen(f->lfd, 4), 0);
-	ck_assert_int_eq(getsockname(f->lfd, (struct sockaddr *)&addr, &len), 0);
-	f->port = ntohs(addr.sin_port);
-	ck_assert_int_eq(pthread_create(&f->thread, NULL, fake_serve, f), 0);
-}
-
-static void fake_stop(struct fake *f)
-{
-	shutdown(f->lfd, SHUT_RDWR);
-	ck_assert_int_eq(pthread_join(f->thread, NULL), 0);
-	close(f->lfd);
-}
-
-static void phase_loop(struct ctx *c)
-{
-	TU_EXPECT(agr_redis_command(c->r, "k", on_any, c, "GET k") == 0);
-}
-
-START_TEST(cluster_max_redirects_is_eloop)
-{
-	struct fake f;
-	struct ctx c;
-
-	fake_start(&f);
-	ctx_init(&c, f.port, true);
-	c.o.max_redirects = 3;
-	rig_up();
-	run_phase(&c, phase_loop, 1);
-	ck_assert_int_eq(c.calls, 1);
-	ck_assert_int_eq(c.last_err, -ELOOP);
-	close_client(&c);
-	ck_assert_uint_eq(c.stats.moved, 3);
-	ck_assert_uint_eq(c.stats.failures, 1);
-	rig_down();
-	fake_stop(&f);
-}
-END_TEST
-
-#define RESTART_KEYS 300
-
-static void phase_restart_set(struct ctx *c)
-{
-	char key[64];
-
-	for (int i = 0; i < RESTART_KEYS; i++) {
-		snprintf(key, sizeof(key), "t:%d:restart:%d", run_id, i);
-		TU_EXPECT(agr_redis_command(c->r, key, on_any, c,
-					    "SET %s v%d", key, i) == 0);
-	}
-}
-
-static void phase_restart_get(struct ctx *c)
-{
-	char key[64];
-
-	for (int i = 0; i < RESTART_KEYS; i++) {
-		snprintf(key, sizeof(key), "t:%d:restart:%d", run_id, i);
-		refs[i] = (struct keyref){ .c = c, .i = i };
-		TU_EXPECT(agr_redis_command(c->r, key, on_spread_get, &refs[i],
-					    "GET %s", key) == 0);
-	}
-}
-
-static char down_key[64];
-
-static void phase_while_down(struct ctx *c)
-{
-	TU_EXPECT(agr_redis_command(c->r, down_key, on_any, c, "SET %s later",
-				    down_key) == 0);
-}
-
-/* The restart races the command issued while the master is down. */
-static void *restart_later(void *arg)
-{
-	int idx = *(int *)arg;
-
-	return (void *)(intptr_t)run_script("restart", idx);
-}
-
-START_TEST(cluster_master_killed_and_restarted)
-{
-	struct ctx c;
-	int victim = 1;
-	pthread_t t;
-	void *status;
-	uint64_t connects;
-
-	/* a key the victim serves */
-	for (int i = 0;; i++) {
-		snprintf(down_key, sizeof(down_key), "t:%d:down:%d", run_id, i);
-		if (owner_of(agr_redis_key_slot(down_key, strlen(down_key))) ==
-		    victim)
-			break;
-	}
-	ctx_init(&c, cluster_port, true);
-	rig_up();
-	run_phase(&c, phase_restart_set, RESTART_KEYS);
-	ck_assert_int_eq(c.ok, RESTART_KEYS);
-	ck_assert_int_eq(run_script("kill", victim), 0);
-	/* issued while it is down: waits for the reconnect */
-	c.ok = c.failures = 0;
-	ck_assert_int_eq(pthread_create(&t, NULL, restart_later, &victim), 0);
-	run_phase(&c, phase_while_down, 1);
-	ck_assert_int_eq(pthread_join(t, &status), 0);
-	ck_assert_int_eq((int)(intptr_t)status, 0);
-	/*
-	 * Sent before the client saw the kill, it may have been lost; sent
-	 * to the restarted master before it rejoined, CLUSTERDOWN.
-	 */
-	ck_assert_msg(c.ok == 1 || c.resets == 1 ||
-			      (c.errors == 1 &&
-			       strncmp(c.err_text, "CLUSTERDOWN", 11) == 0),
-		      "the command issued while down: err %d %s", c.last_err,
-		      c.err_text);
-	/* after the restart: the AOF kept every key, and commands work */
-	c.matched = 0;
-	run_phase(&c, phase_restart_get, RESTART_KEYS);
-	ck_assert_int_eq(c.matched, RESTART_KEYS);
-	c.ok = 0;
-	run_phase(&c, phase_restart_set, RESTART_KEYS);
-	ck_assert_int_eq(c.ok, RESTART_KEYS);
-	close_client(&c);
-	connects = c.stats.connects;
-	ck_assert_uint_ge(connects, 4); /* three, and the victim again */
-	rig_down();
-}
-END_TEST
-
 static Suite *client_suite(void)
 {
 	Suite *s = suite_create("redis_client");
@@ -1162,11 +651,7 @@ static Suite *client_suite(void)
 	tcase_add_test(single, force_stop_cancels_and_exit_hook_frees);
 	suite_add_tcase(s, single);
 
-	tcase_add_test(cluster, cluster_keys_spread_over_all_masters);
-	tcase_add_test(cluster, cluster_follows_moved);
-	tcase_add_test(cluster, cluster_follows_ask_during_migration);
-	tcase_add_test(cluster, cluster_max_redirects_is_eloop);
-	tcase_add_test(cluster, cluster_master_killed_and_restarted);
+	redis_client_cluster_tests(cluster);
 	tcase_set_timeout(cluster, 240);
 	suite_add_tcase(s, cluster);
 	return s;

@@ -41,11 +41,6 @@ src/dispatcher.c
 src/worker.c
 src/runtime.c
 '
-# tests/: check_redis_client.c, whose Redis fixture check_wow_processor.c
-# shares: to split with that fixture.
-ALLOWED="$ALLOWED
-tests/check_redis_client.c
-"
 
 top_builddir=$(cd "$top_builddir" && pwd) || exit 1
 cd "$top_srcdir" || exit 1
