@@ -43,12 +43,6 @@ static void count(_Atomic uint64_t *c, uint64_t n)
 	atomic_fetch_add_explicit(c, n, memory_order_relaxed);
 }
 
-void agr_wow_bus_options_init(agr_wow_bus_options *o)
-{
-	if (o)
-		*o = (agr_wow_bus_options)AGR_WOW_BUS_OPTIONS_INIT;
-}
-
 /* ---- decoding ---- */
 
 static int decode_entry(agr_wow_bus *b, unsigned topic, const redisReply *e,
@@ -702,25 +696,6 @@ void agr_wow_bus_complete(agr_message *msg, int status, void *arg)
 			strerror(-ret));
 }
 
-const char *agr_wow_message_entry_id(const agr_message *msg)
-{
-	return msg ? ((const struct wow_entry *)(const void *)msg)->id : NULL;
-}
-
-void *agr_wow_message_value(const agr_message *msg)
-{
-	return msg ? ((const struct wow_entry *)(const void *)msg)->d.value :
-		     NULL;
-}
-
-const char *agr_wow_message_topic(const agr_message *msg)
-{
-	const struct wow_entry *en =
-		(const struct wow_entry *)(const void *)msg;
-
-	return msg ? en->bus->topics[en->topic] : NULL;
-}
-
 /* The leases, readers and timers of a new bus. */
 int agr__wowbus_init_parts(agr_wow_bus *b)
 {
@@ -738,4 +713,74 @@ int agr__wowbus_init_parts(agr_wow_bus *b)
 	b->heartbeat = (struct timer){ b, heartbeat_fire, 0, false };
 	b->ack_timer = (struct timer){ b, ack_retry_fire, 0, false };
 	return 0;
+}
+
+/* ---- finishing a stop ---- */
+
+void agr__wowbus_set_phase(agr_wow_bus *b, enum phase p)
+{
+	pthread_mutex_lock(&b->lock);
+	b->phase = p;
+	pthread_cond_broadcast(&b->cond);
+	pthread_mutex_unlock(&b->lock);
+}
+
+static void on_ctl_closed(void *arg)
+{
+	agr_wow_bus *b = arg;
+
+	b->closing--;
+	b->ctl = NULL;
+	agr__wowbus_try_finish_stop(b);
+}
+
+static void on_released(void *arg)
+{
+	agr_wow_bus *b = arg;
+
+	b->releasing--;
+	agr__wowbus_try_finish_stop(b);
+}
+
+static bool sweeps_running(const agr_wow_bus *b)
+{
+	for (unsigned i = 0; i < b->ntopics; i++)
+		if (b->sweeping[i])
+			return true;
+	return false;
+}
+
+/*
+ * Stop, in steps, each retried when something it waits for ends: the
+ * messages in flight are acked; then the leases are released; then the
+ * control client closes; when timers and clients are gone, stopped.
+ */
+void agr__wowbus_try_finish_stop(agr_wow_bus *b)
+{
+	if (b->phase != P_STOPPING)
+		return;
+	if (b->in_flight || b->acks_out || b->ack_retry ||
+	    atomic_load_explicit(&b->acks, memory_order_acquire))
+		return;
+	if (b->ctl && !b->leases[0].released && b->recovery) {
+		b->releasing++; /* held while the releases are sent */
+		for (unsigned i = 0; i < b->ntopics; i++) {
+			b->releasing++;
+			if (agr__wowbus_lease_release(&b->leases[i], b->ctl,
+						      on_released, b) < 0)
+				b->releasing--;
+		}
+		if (--b->releasing)
+			return;
+	}
+	if (b->releasing || sweeps_running(b))
+		return;
+	if (b->ctl && !b->closing) {
+		b->closing++;
+		agr_redis_close(b->ctl, on_ctl_closed, b);
+		return;
+	}
+	if (b->closing || b->timers)
+		return;
+	agr__wowbus_set_phase(b, P_STOPPED);
 }

@@ -22,23 +22,6 @@
 
 /* ---- stop ---- */
 
-static void set_phase(agr_wow_bus *b, enum phase p)
-{
-	pthread_mutex_lock(&b->lock);
-	b->phase = p;
-	pthread_cond_broadcast(&b->cond);
-	pthread_mutex_unlock(&b->lock);
-}
-
-static void on_ctl_closed(void *arg)
-{
-	agr_wow_bus *b = arg;
-
-	b->closing--;
-	b->ctl = NULL;
-	agr__wowbus_try_finish_stop(b);
-}
-
 static void on_reader_closed(void *arg)
 {
 	struct reader *rd = arg;
@@ -48,64 +31,13 @@ static void on_reader_closed(void *arg)
 	agr__wowbus_try_finish_stop(rd->bus);
 }
 
-static void on_released(void *arg)
-{
-	agr_wow_bus *b = arg;
-
-	b->releasing--;
-	agr__wowbus_try_finish_stop(b);
-}
-
-static bool sweeps_running(const agr_wow_bus *b)
-{
-	for (unsigned i = 0; i < b->ntopics; i++)
-		if (b->sweeping[i])
-			return true;
-	return false;
-}
-
-/*
- * Stop, in steps, each retried when something it waits for ends: the
- * messages in flight are acked; then the leases are released; then the
- * control client closes; when timers and clients are gone, stopped.
- */
-void agr__wowbus_try_finish_stop(agr_wow_bus *b)
-{
-	if (b->phase != P_STOPPING)
-		return;
-	if (b->in_flight || b->acks_out || b->ack_retry ||
-	    atomic_load_explicit(&b->acks, memory_order_acquire))
-		return;
-	if (b->ctl && !b->leases[0].released && b->recovery) {
-		b->releasing++; /* held while the releases are sent */
-		for (unsigned i = 0; i < b->ntopics; i++) {
-			b->releasing++;
-			if (agr__wowbus_lease_release(&b->leases[i], b->ctl,
-						      on_released, b) < 0)
-				b->releasing--;
-		}
-		if (--b->releasing)
-			return;
-	}
-	if (b->releasing || sweeps_running(b))
-		return;
-	if (b->ctl && !b->closing) {
-		b->closing++;
-		agr_redis_close(b->ctl, on_ctl_closed, b);
-		return;
-	}
-	if (b->closing || b->timers)
-		return;
-	set_phase(b, P_STOPPED);
-}
-
 static void stop_on_worker(void *arg)
 {
 	agr_wow_bus *b = arg;
 
 	if (b->phase == P_STOPPING || b->phase == P_STOPPED)
 		return;
-	set_phase(b, P_STOPPING);
+	agr__wowbus_set_phase(b, P_STOPPING);
 	agr__wowbus_set_ready(b, -ESHUTDOWN);
 	agr_io_cancel(b->w, &b->heartbeat);
 	for (unsigned i = 0; i < b->ntopics; i++) {
@@ -165,7 +97,7 @@ int agr_wow_bus_start(agr_wow_bus *b)
 	pthread_mutex_unlock(&b->lock);
 	ret = agr_scheduler_schedule(b->sched, b->hint, start_on_worker, b);
 	if (ret < 0)
-		set_phase(b, P_STOPPED);
+		agr__wowbus_set_phase(b, P_STOPPED);
 	return ret;
 }
 
@@ -219,7 +151,7 @@ int agr_wow_bus_stop(agr_wow_bus *b, uint64_t timeout_ns)
 		agr_log(AGR_LOG_ERROR,
 			"consumer %s: its scheduler is gone; stopped "
 			"without acking", b->consumer);
-		set_phase(b, P_STOPPED);
+		agr__wowbus_set_phase(b, P_STOPPED);
 	}
 	deadline_after(&ts, timeout_ns);
 	pthread_mutex_lock(&b->lock);
@@ -257,7 +189,7 @@ int agr_wow_bus_shutdown(agr_wow_bus *b, uint64_t timeout_ns)
 		agr_log(AGR_LOG_WARN, "consumer %s: its workers are gone; "
 			"stopped, entries in flight stay pending",
 			b->consumer);
-		set_phase(b, P_STOPPED);
+		agr__wowbus_set_phase(b, P_STOPPED);
 		ret = 0;
 	}
 	return ret == 0 ? -ECANCELED : ret;
@@ -308,6 +240,12 @@ void agr_wow_bus_free(agr_wow_bus *b)
 }
 
 /* ---- new ---- */
+
+void agr_wow_bus_options_init(agr_wow_bus_options *o)
+{
+	if (o)
+		*o = (agr_wow_bus_options)AGR_WOW_BUS_OPTIONS_INIT;
+}
 
 /* The waits' deadlines are on CLOCK_MONOTONIC: so is the condition. */
 static void cond_init_monotonic(pthread_cond_t *cond)

@@ -1,9 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * wow_bus_state.h - the bus consumer's state, which its two files share:
- * wow_bus_consumer.c (reads, setup, recovery, acks) and wow_bus_life.c
- * (start, stop, creation). Every function here runs on the consumer's
- * worker, but agr__wowbus_init_parts() (before start).
+ * wow_bus_state.h - the bus consumer's state, which its files share:
+ * wow_bus_consumer.c (reads, setup, recovery, acks, and the end of a
+ * stop), wow_bus_life.c (creation, start, and the stop's first steps),
+ * which calls the first and never the other way round, and
+ * wow_bus_message.c (what a handler reads of a message). Every function
+ * here runs on the consumer's worker, but agr__wowbus_init_parts()
+ * (before start).
  */
 #ifndef AGGRING_REDIS_WOW_BUS_STATE_H
 #define AGGRING_REDIS_WOW_BUS_STATE_H
@@ -107,8 +110,10 @@ void agr__wowbus_entry_free(struct wow_entry *en);
 /* Setup's outcome (0 or a negative errno) for agr_wow_bus_wait_ready(). */
 void agr__wowbus_set_ready(agr_wow_bus *b, int err);
 /* Ends a stop once its clients are closed and its sweeps and timers are
- * done (wow_bus_life.c). */
+ * done. */
 void agr__wowbus_try_finish_stop(agr_wow_bus *b);
+/* Sets the phase and tells whoever waits for it (under the lock). */
+void agr__wowbus_set_phase(agr_wow_bus *b, enum phase p);
 /* The leases, readers and timers of a new bus: 0 or a negative errno. */
 int agr__wowbus_init_parts(agr_wow_bus *b);
 

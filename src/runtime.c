@@ -16,7 +16,7 @@
  */
 #include "dispatcher.h"
 #include "handle.h"
-#include "runtime_state.h"
+#include "runtime.h"
 #include "util.h"
 #include "versioned.h"
 
@@ -259,7 +259,7 @@ static struct component *new_component(struct agr_runtime *rt,
 	return c;
 }
 
-static void free_component(struct component *c)
+void agr__runtime_free_component(struct component *c)
 {
 	if (!c)
 		return;
@@ -377,7 +377,7 @@ AGR_API int agr_runtime_add_dispatcher(agr_runtime *rt, agr_dispatcher *d)
 		return -ENOMEM;
 	ret = add_leased(rt, c, &d, 1);
 	if (ret)
-		free_component(c);
+		agr__runtime_free_component(c);
 	return ret;
 }
 
@@ -397,7 +397,7 @@ AGR_API int agr_runtime_add_composite(agr_runtime *rt, agr_composite *comp)
 		return -ENOMEM;
 	ret = add_leased(rt, c, ds, 2);
 	if (ret)
-		free_component(c);
+		agr__runtime_free_component(c);
 	return ret;
 }
 
@@ -424,7 +424,7 @@ AGR_API int agr_runtime_add_component(agr_runtime *rt, const char *name,
 		ret = append_locked(rt, c);
 	pthread_mutex_unlock(&rt->lock);
 	if (ret)
-		free_component(c);
+		agr__runtime_free_component(c);
 	return ret;
 }
 
@@ -549,40 +549,4 @@ AGR_API int agr_runtime_report_get(agr_runtime *rt, agr_runtime_report *out,
 		fill_component_locked(rt->comps[i], &components[i]);
 	pthread_mutex_unlock(&rt->lock);
 	return 0;
-}
-
-/* ---- teardown ---- */
-
-/* Until no lease is held: the last release is then out of its lock. */
-static void wait_no_lease_forever(struct agr_runtime *rt)
-{
-	pthread_mutex_lock(&rt->lock);
-	agr__runtime_set_lease_flags_locked(rt, LEASE_WATCH | LEASE_CLOSED);
-	while (agr__runtime_active_locked(rt, rt->ncomps) > 0)
-		pthread_cond_wait(&rt->cond, &rt->lock);
-	pthread_mutex_unlock(&rt->lock);
-}
-
-AGR_API void agr_runtime_free(agr_runtime *rt)
-{
-	bool joinable;
-	size_t i;
-
-	if (!rt)
-		return;
-	if (!agr__handle_retire(&rt->magic, AGR__H_RUNTIME, __func__, rt))
-		return;
-	agr_runtime_force_stop(rt); /* a no-op once the stop has a result */
-	pthread_mutex_lock(&rt->lock);
-	joinable = rt->thread_started;
-	pthread_mutex_unlock(&rt->lock);
-	if (joinable)
-		pthread_join(rt->thread, NULL);
-	wait_no_lease_forever(rt);
-	for (i = 0; i < rt->ncomps; i++)
-		free_component(rt->comps[i]);
-	free(rt->comps);
-	pthread_cond_destroy(&rt->cond);
-	pthread_mutex_destroy(&rt->lock);
-	free(rt);
 }

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime_sequence.c - a runtime's startup behind a readiness barrier
- * and its graceful stop under one global deadline (aggring/runtime.h).
+ * runtime_sequence.c - a runtime's startup behind a readiness barrier,
+ * its graceful stop under one global deadline, and its free
+ * (aggring/runtime.h).
  *
  * The stop runs on a thread of its own, so that a component's blocking
  * stop cannot hold agr_runtime_stop() past the deadline. Callers wait
@@ -22,7 +23,8 @@
  * took after the first force is released too.
  */
 #include "dispatcher.h"
-#include "runtime_state.h"
+#include "handle.h"
+#include "runtime.h"
 #include "util.h"
 
 #include <pthread.h>
@@ -738,4 +740,40 @@ AGR_API int agr_runtime_start(agr_runtime *rt)
 	await_result_locked(rt);
 	pthread_mutex_unlock(&rt->lock);
 	return ret;
+}
+
+/* ---- teardown ---- */
+
+/* Until no lease is held: the last release is then out of its lock. */
+static void wait_no_lease_forever(struct agr_runtime *rt)
+{
+	pthread_mutex_lock(&rt->lock);
+	agr__runtime_set_lease_flags_locked(rt, LEASE_WATCH | LEASE_CLOSED);
+	while (agr__runtime_active_locked(rt, rt->ncomps) > 0)
+		pthread_cond_wait(&rt->cond, &rt->lock);
+	pthread_mutex_unlock(&rt->lock);
+}
+
+AGR_API void agr_runtime_free(agr_runtime *rt)
+{
+	bool joinable;
+	size_t i;
+
+	if (!rt)
+		return;
+	if (!agr__handle_retire(&rt->magic, AGR__H_RUNTIME, __func__, rt))
+		return;
+	agr_runtime_force_stop(rt); /* a no-op once the stop has a result */
+	pthread_mutex_lock(&rt->lock);
+	joinable = rt->thread_started;
+	pthread_mutex_unlock(&rt->lock);
+	if (joinable)
+		pthread_join(rt->thread, NULL);
+	wait_no_lease_forever(rt);
+	for (i = 0; i < rt->ncomps; i++)
+		agr__runtime_free_component(rt->comps[i]);
+	free(rt->comps);
+	pthread_cond_destroy(&rt->cond);
+	pthread_mutex_destroy(&rt->lock);
+	free(rt);
 }

@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * runtime_state.h - a runtime and its components, which runtime.c
- * (registration, leases, the report) and runtime_sequence.c (startup
- * and stop) share. The lease word of a slot: the number of leases
+ * runtime.h - a runtime and its components (internal), which runtime.c
+ * (registration, leases, the report) and runtime_sequence.c (startup,
+ * stop and free) share. The lease word of a slot: the number of leases
  * (LEASE_ONE each) above two flags.
  */
-#ifndef AGGRING_RUNTIME_STATE_H
-#define AGGRING_RUNTIME_STATE_H
+#ifndef AGR_RUNTIME_INTERNAL_H
+#define AGR_RUNTIME_INTERNAL_H
 
 #include "handle.h"
 #include "internal.h"
@@ -107,6 +107,9 @@ static inline uint64_t slot_count(struct slot *s)
 
 /* Leases held by the user and by comps[0..ncomps). */
 uint64_t agr__runtime_active_locked(struct agr_runtime *rt, size_t ncomps);
+
+/* Frees a component that agr_runtime_add_*() registered. */
+void agr__runtime_free_component(struct component *c);
 
 /* Sets `flags` (LEASE_WATCH, LEASE_CLOSED) in every slot of rt. */
 void agr__runtime_set_lease_flags_locked(struct agr_runtime *rt,
