@@ -1,7 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * dispatcher.c - messages routed to groups; each group runs serially on
- * one worker; groups run concurrently.
+ * one worker; groups run concurrently. This file runs the groups and
+ * completes their messages; dispatcher_send.c admits messages,
+ * dispatcher_new.c makes a dispatcher, dispatcher_life.c starts and
+ * stops it, dispatcher_report.c names what holds it and
+ * dispatcher_stats.c reads its figures (dispatcher.h: what they share).
  *
  * A group is an intrusive MPSC queue of messages plus an atomic state.
  * The send that moves a group from idle to scheduled posts the group's
@@ -20,15 +24,11 @@
  * closes, it lets its held groups go idle as above.
  *
  * A graceful stop closes the gate, waits for senders inside it to
- * leave, then waits for every group to be idle (wait_idle).
+ * leave, then waits for every group to be idle (agr__dispatcher_wait_idle).
  */
 #include "dispatcher.h"
 #include "fault.h"
-#include "handle.h"
-#include "histogram.h"
-#include "scheduler.h"
 #include "settings.h"
-#include "util.h"
 #include "versioned.h"
 
 #include <limits.h>
@@ -40,240 +40,6 @@
 #include <aggring/dispatcher.h>
 #include <aggring/group_key.h>
 
-#define DRAIN_LIMIT 64 /* messages per activation, for fairness */
-/*
- * Groups a worker holds per dispatcher (see "held groups"): up to all
- * of its groups, at most HOLD_MAX (groups drained while the set is full
- * go idle as usual), and a poll looks at HOLD_LOOKS of them, taking
- * turns, so that a large set does not make each poll long.
- */
-#define HOLD_MAX 1024
-#define HOLD_LOOKS 32
-/*
- * Groups a batched send routes ahead of its pushes, asking for their
- * lines for writing: the push's exchange then finds its line at hand
- * instead of waiting, one after the other, for each group's line to
- * come back from the worker that last looked at it.
- */
-#define BATCH_ROUTE_AHEAD 16
-
-/*
- * G_IDLING: the worker has drained the group and looks at its queue once
- * more; senders schedule it as if it were G_IDLE. Only the step to
- * G_IDLE ends the worker's business with the group (go_idle()).
- */
-#define PENDING_TYPE_WORDS 4 /* 31 bytes of a pending message's type */
-
-enum group_state { G_IDLE, G_SCHEDULED, G_RUNNING, G_PARKED, G_IDLING };
-
-enum ex_flags {
-	EX_STARTING = 1u,
-	EX_DONE = 2u,
-	EX_MATCHED = 4u,
-	EX_EARLY_DONE = 8u /* agr_exchange_done() inside the running function */
-};
-
-/* For log lines: `type "x"` (cut at 32 bytes), or `no type` for NULL. */
-static const char *type_phrase(const char *type, char *buf, size_t len)
-{
-	if (!type)
-		return "no type (NULL)";
-	snprintf(buf, len, "type \"%.32s\"", type);
-	return buf;
-}
-
-#define TYPE_PHRASE_LEN 48
-/* How note_pending() keeps a NULL type for the watchdog's report. */
-#define NULL_TYPE_MARK "\x01"
-
-/*
- * The exchange's word that other threads touch (ctl): whether the
- * message is in flight, and the agr_exchange_done() calls made from
- * other threads that its worker has not applied yet, with the first
- * error among them. A send claims the message by moving ctl from 0 to
- * CTL_IN_FLIGHT (a second send of it then sees the bit: -EBUSY); the
- * completion hands it back by moving it to 0, which it may do only
- * while no forwarded call is queued (their work item lives in the
- * exchange).
- */
-#define CTL_IN_FLIGHT 0x80000000u
-#define CTL_FWD_SHIFT 12
-#define CTL_FWD_ONE (1u << CTL_FWD_SHIFT)
-#define CTL_FWD_MASK (CTL_IN_FLIGHT - CTL_FWD_ONE)
-#define CTL_ERR_MASK (CTL_FWD_ONE - 1u) /* -errno, up to 4095 */
-
-/* Lives in agr_message.internal_ while the message is in flight. */
-struct agr_exchange {
-	/*
-	 * The queue's link until the worker pops the message; from the
-	 * start on, the item that carries agr_exchange_done() calls made
-	 * on other threads to the worker (hand_off.node is the same word).
-	 */
-	union {
-		struct agr__mpsc_node node;
-		struct agr__work hand_off;
-	};
-	struct group *group;
-	/* Enqueued, then started: with metrics only. */
-	uint64_t stamp_ns;
-	int pending; /* functions not yet finished */
-	int status;  /* first error */
-	atomic_uint ctl;
-	unsigned flags;
-};
-
-_Static_assert(sizeof(struct agr_exchange) <=
-		       sizeof(((agr_message *)0)->internal_),
-	       "agr_message.internal_ is too small for the exchange");
-_Static_assert(offsetof(struct agr_exchange, hand_off.node) ==
-		       offsetof(struct agr_exchange, node),
-	       "the hand-off item's link must be the queue's link");
-
-struct group {
-	/*
-	 * Written by senders, and on the line of the queue's producer end
-	 * (queue.head) that follows them: a send that schedules the group
-	 * then takes one line from the worker, not two. The queue's
-	 * consumer end starts a line of its own (mpsc.h's padding).
-	 */
-	AGR__ALIGNED_CACHELINE atomic_int state;
-	atomic_uint depth; /* only with a queue limit or metrics */
-	atomic_uint_fast64_t refused;
-	struct agr__mpsc queue;
-	/* Written by the worker. */
-	AGR__ALIGNED_CACHELINE struct agr__work work; /* the activation */
-	struct agr_dispatcher *d;
-	struct agr_worker *worker;
-	struct held *held; /* the set its worker holds it in */
-	/*
-	 * The message that started and has not completed (waiting for
-	 * agr_exchange_done(), or running). Atomic only so that a stop's
-	 * report may read it; the worker alone writes it.
-	 */
-	_Atomic(struct agr_exchange *) current;
-	/* When current's functions went pending; 0: not pending. */
-	atomic_uint_fast64_t pending_since;
-	/*
-	 * Its type, copied when it went pending, for the watchdog: the
-	 * message may complete (and its memory go) while it looks.
-	 * pending_since, read before and after, tells a torn copy.
-	 */
-	atomic_uint_fast64_t pending_type[PENDING_TYPE_WORDS];
-	uint64_t stuck_reported_since; /* the watchdog's own */
-	unsigned index;
-	/*
-	 * One writer at a time (the worker, or a stopping thread when no
-	 * worker can run the group), so a plain bump suffices; atomic only
-	 * so that agr_dispatcher_stats_get() may read them meanwhile.
-	 * Admissions are counted when the worker dequeues: a lock-free
-	 * send then pays no extra atomic operation.
-	 */
-	atomic_uint_fast64_t admitted, handled, failed, skipped, discarded;
-	atomic_uint_fast64_t interrupted; /* handled, cut short by a stop */
-};
-
-#define LINE_OF(member) (offsetof(struct group, member) / AGR__CACHELINE)
-_Static_assert(LINE_OF(state) == LINE_OF(queue.head) &&
-		       LINE_OF(queue.head) != LINE_OF(queue.tail),
-	       "a group's state must share the queue head's line, not its "
-	       "tail's");
-#undef LINE_OF
-
-struct handler {
-	char *type; /* NULL: every message */
-	agr_handler_fn fn;
-	void *arg;
-};
-
-/*
- * The groups one worker holds for one dispatcher, and the poller that
- * makes the worker look at them: that worker alone touches it.
- */
-struct held {
-	struct agr__poller poller;
-	struct agr_dispatcher *d;
-	unsigned n, cap;
-	unsigned turn; /* where the next look starts */
-	struct group **groups;
-};
-
-/* Latency histograms of one worker's groups: that worker writes them. */
-struct latency {
-	AGR__ALIGNED_CACHELINE struct agr__histogram queue;
-	struct agr__histogram processing;
-};
-
-/*
- * A force stop's visit to one worker: cancels the I/O of its groups'
- * messages in progress and discards those left pending with no I/O.
- */
-struct sweep {
-	struct agr__work work;
-	struct agr_dispatcher *d;
-	unsigned worker_index;
-};
-
-enum lifecycle { D_NEW, D_RUNNING, D_QUIESCED };
-
-struct agr_dispatcher {
-	AGR__ALIGNED_CACHELINE agr__gate gate; /* intake */
-
-	/*
-	 * Read on every send and every message, written once or twice per
-	 * lifetime: kept apart from the gate so that reading them never
-	 * misses.
-	 */
-	AGR__ALIGNED_CACHELINE atomic_bool started;
-	atomic_bool forced;
-	agr__magic magic; /* handle.h */
-	char *name;
-	char *context_name, *aggregate_name;
-	int parallelism;
-	struct group *groups;
-	agr_supplier *supplier;
-	bool owns_supplier;
-	agr_scheduler *sched;
-	agr_complete_fn on_complete;
-	void *complete_arg;
-	agr_group_key_fn group_key;
-	void *group_key_arg;
-	unsigned queue_limit;
-	bool count_depth; /* a queue limit or metrics */
-	struct latency *latency; /* per worker; NULL without metrics */
-	struct handler *handlers;
-	size_t nhandlers;
-	struct sweep *sweeps;
-	struct held *held; /* per worker */
-	size_t nheld;	   /* workers: the scheduler may be gone at free */
-	atomic_int sweeps_pending; /* posted by a force stop, not yet run */
-	struct agr__sched_watch stuck_watch; /* the watchdog's look */
-	atomic_uint_fast64_t stuck_detected;
-	struct agr__lease_ops lease; /* acquire NULL: no leases */
-	int idle_from; /* wait_idle(): groups below it are idle for good */
-
-	pthread_mutex_t lock; /* lifecycle */
-	enum lifecycle lifecycle;
-};
-
-static inline struct agr_exchange *exchange_of(agr_message *msg)
-{
-	return (struct agr_exchange *)(void *)&msg->internal_;
-}
-
-static inline agr_message *message_of(struct agr_exchange *ex)
-{
-	return agr__container_of(ex, agr_message, internal_);
-}
-
-static inline struct agr_exchange *current_of(struct group *g)
-{
-	return atomic_load_explicit(&g->current, memory_order_relaxed);
-}
-
-static inline void set_current(struct group *g, struct agr_exchange *ex)
-{
-	atomic_store_explicit(&g->current, ex, memory_order_release);
-}
 
 /* ---- waiting until idle ---- */
 
@@ -287,7 +53,7 @@ static inline void set_current(struct group *g, struct agr_exchange *ex)
  */
 
 /* Busy groups or pending sweeps, now; for checks, not for waiting. */
-static bool busy(struct agr_dispatcher *d)
+bool agr__dispatcher_busy(struct agr_dispatcher *d)
 {
 	int i;
 
@@ -300,9 +66,9 @@ static bool busy(struct agr_dispatcher *d)
 }
 
 /*
- * wait_idle()'s question, asked under the scheduler's idle lock. With
- * intake closed no group can become busy again, so the groups found
- * idle are not looked at twice.
+ * The question of agr__dispatcher_wait_idle(), asked under the
+ * scheduler's idle lock. With intake closed no group can become busy
+ * again, so the groups found idle are not looked at twice.
  */
 static bool idle_for_good(void *arg)
 {
@@ -317,18 +83,12 @@ static bool idle_for_good(void *arg)
 }
 
 /* Waits until every group is idle and every sweep ran; after quiesce. */
-static int wait_idle(struct agr_dispatcher *d, uint64_t deadline)
+int agr__dispatcher_wait_idle(struct agr_dispatcher *d, uint64_t deadline)
 {
 	return agr__scheduler_wait_idle(d->sched, idle_for_good, d, deadline);
 }
 
 /* ---- completion ---- */
-
-/* A counter any sender may bump. */
-static void count(atomic_uint_fast64_t *counter)
-{
-	atomic_fetch_add_explicit(counter, 1, memory_order_relaxed);
-}
 
 /*
  * Hands a message back to its caller (ctl to 0), unless an
@@ -385,7 +145,7 @@ static void complete(struct group *g, struct agr_exchange *ex, int status)
 }
 
 /* A queued message nobody started: no other thread can touch it. */
-static void discard(struct group *g, struct agr_exchange *ex)
+void agr__group_discard(struct group *g, struct agr_exchange *ex)
 {
 	ex->flags |= EX_DONE;
 	atomic_store_explicit(&ex->ctl, 0, memory_order_release);
@@ -490,7 +250,7 @@ static void log_forced_end(struct group *g, struct agr_exchange *ex)
  * stop: AGR_INTERRUPTED, as a function saw it; false while a forwarded
  * agr_exchange_done() is queued.
  */
-static bool discard_pending(struct group *g, struct agr_exchange *ex)
+bool agr__group_discard_pending(struct group *g, struct agr_exchange *ex)
 {
 	ex->flags |= EX_DONE;
 	if (!hand_back_pending(ex)) {
@@ -514,16 +274,6 @@ static void record_status(struct agr_exchange *ex, int status)
 }
 
 /* ---- running a group (on its worker) ---- */
-
-/* Asks for every line of `msg` (up to three), for writing. */
-static inline void prefetch_message(const agr_message *msg)
-{
-	const char *p = (const char *)msg;
-
-	__builtin_prefetch(p, 1);
-	__builtin_prefetch(p + AGR__CACHELINE, 1);
-	__builtin_prefetch(p + sizeof(*msg) - 1, 1);
-}
 
 /*
  * Asks for the message after `n`, the one just popped (whose link was
@@ -678,7 +428,7 @@ static void drain(struct group *g)
 		}
 		n++;
 		if (atomic_load_explicit(&g->d->forced, memory_order_relaxed))
-			discard(g, ex);
+			agr__group_discard(g, ex);
 		else
 			start_message(g, ex);
 	}
@@ -691,26 +441,25 @@ static void drain(struct group *g)
 }
 
 /* Discards everything queued and leaves the group idle for good. */
-static void discard_all(struct group *g)
+void agr__group_discard_all(struct group *g)
 {
 	struct agr_scheduler *sched = g->d->sched;
 	struct agr_exchange *ex;
 
 	while ((ex = pop_message(g)) != NULL)
-		discard(g, ex);
+		agr__group_discard(g, ex);
 	atomic_store(&g->state, G_IDLE); /* our last touch of g */
 	agr__scheduler_note_idle(sched);
 }
 
-static void run_group(struct agr__work *work, struct agr_worker *w,
-		      int status)
+void agr__group_run(struct agr__work *work, struct agr_worker *w, int status)
 {
 	struct group *g = agr__container_of(work, struct group, work);
 
 	(void)w;
 	if (status != 0) {
 		/* The scheduler was disposed immediately: nothing will run. */
-		discard_all(g);
+		agr__group_discard_all(g);
 		return;
 	}
 	/* Senders read the state on every send: write only a change. */
@@ -724,7 +473,7 @@ static void run_group(struct agr__work *work, struct agr_worker *w,
 
 /*
  * Holds the drained group g: it stays G_RUNNING, so senders only push,
- * and its worker looks at its queue while it is awake (poll_held).
+ * and its worker looks at its queue while it is awake (agr__held_poll).
  * False, and nothing held, when intake is closing or the set is full.
  */
 static bool hold(struct group *g)
@@ -795,7 +544,7 @@ static bool let_go(struct held *h, struct agr_worker *w, bool drop)
 		if (last)
 			agr__worker_remove_poller(w, &h->poller);
 		if (drop)
-			discard_all(g);
+			agr__group_discard_all(g);
 		else if (!go_idle(g)) {
 			drain(g);
 			ran = true;
@@ -811,8 +560,8 @@ static bool let_go(struct held *h, struct agr_worker *w, bool drop)
 	return ran;
 }
 
-static bool poll_held(struct agr__poller *p, struct agr_worker *w,
-		      enum agr__poll_mode mode)
+bool agr__held_poll(struct agr__poller *p, struct agr_worker *w,
+		    enum agr__poll_mode mode)
 {
 	struct held *h = agr__container_of(p, struct held, poller);
 	struct agr_dispatcher *d = h->d;
@@ -846,7 +595,7 @@ AGR_API agr_dispatcher *agr_exchange_dispatcher(agr_exchange *ex)
 }
 
 /* The worker takes the group's next message. */
-static void take_next(struct group *g)
+void agr__group_take_next(struct group *g)
 {
 	agr__worker_post(g->worker, &g->work);
 }
@@ -875,7 +624,7 @@ static void apply_done(struct agr_exchange *ex, unsigned n, int status)
 	if (ex->pending > 0 || (ex->flags & EX_STARTING))
 		return;
 	if (finish(g, ex))
-		take_next(g);
+		agr__group_take_next(g);
 }
 
 static void done_on_worker(struct agr_exchange *ex, int status)
@@ -897,8 +646,8 @@ static void done_on_worker(struct agr_exchange *ex, int status)
  * thread touching the exchange then. Taking the count first lets the
  * next call post the item again: the inbox popped it already.
  */
-static void run_hand_off(struct agr__work *work, struct agr_worker *w,
-			 int status)
+void agr__exchange_run_hand_off(struct agr__work *work,
+				struct agr_worker *w, int status)
 {
 	struct agr_exchange *ex =
 		agr__container_of(work, struct agr_exchange, hand_off);
@@ -973,1087 +722,4 @@ AGR_API void agr_exchange_done(agr_exchange *ex, int status)
 		done_on_worker(ex, status);
 	else
 		done_from_elsewhere(ex, status);
-}
-
-/* ---- creation ---- */
-
-/* Logs why agr_dispatcher_new() refuses its arguments: -EINVAL. */
-static int bad_option(const char *name, const char *why)
-{
-	agr__log(AGR_LOG_ERROR, "agr_dispatcher_new(%s): %s; -EINVAL",
-		 name ? name : "NULL", why);
-	return -EINVAL;
-}
-
-static int check_options(const agr_dispatcher_options *o)
-{
-	const agr_named_aggregate *n = &o->named_aggregate;
-	const char *name = o->name && *o->name ? o->name : NULL;
-
-	if (!name)
-		return bad_option(NULL, "options.name is NULL or empty");
-	if (!o->supplier)
-		return bad_option(name, "options.supplier is NULL");
-	if (!o->on_complete)
-		return bad_option(name, "options.on_complete is NULL");
-	if (!n->context_name || !*n->context_name)
-		return bad_option(name, "named_aggregate.context_name is NULL "
-					"or empty");
-	if (!n->aggregate_name || !*n->aggregate_name)
-		return bad_option(name, "named_aggregate.aggregate_name is "
-					"NULL or empty");
-	if (o->parallelism < 0)
-		return bad_option(name, "options.parallelism is negative");
-	return 0;
-}
-
-static void init_groups(struct agr_dispatcher *d)
-{
-	int i;
-
-	for (i = 0; i < d->parallelism; i++) {
-		struct group *g = &d->groups[i];
-
-		agr__mpsc_init(&g->queue);
-		atomic_init(&g->state, G_IDLE);
-		atomic_init(&g->depth, 0);
-		atomic_init(&g->admitted, 0);
-		atomic_init(&g->refused, 0);
-		atomic_init(&g->handled, 0);
-		atomic_init(&g->failed, 0);
-		atomic_init(&g->skipped, 0);
-		atomic_init(&g->discarded, 0);
-		atomic_init(&g->interrupted, 0);
-		atomic_init(&g->current, NULL);
-		atomic_init(&g->pending_since, 0);
-		for (int k = 0; k < PENDING_TYPE_WORDS; k++)
-			atomic_init(&g->pending_type[k], 0);
-		g->work.fn = run_group;
-		g->d = d;
-		g->worker = agr__scheduler_worker(d->sched, (unsigned)i);
-		g->held = &d->held[i % agr__scheduler_workers(d->sched)];
-		g->index = (unsigned)i;
-	}
-}
-
-static bool poll_held(struct agr__poller *p, struct agr_worker *w,
-		      enum agr__poll_mode mode);
-
-static void init_sweeps(struct agr_dispatcher *d)
-{
-	int i;
-
-	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
-		d->sweeps[i].d = d;
-		d->sweeps[i].worker_index = (unsigned)i;
-		d->held[i].d = d;
-		d->held[i].poller.poll = poll_held;
-	}
-}
-
-static void free_memory(struct agr_dispatcher *d)
-{
-	size_t i;
-
-	for (i = 0; i < d->nhandlers; i++)
-		free(d->handlers[i].type);
-	free(d->handlers);
-	free(d->sweeps);
-	for (i = 0; i < d->nheld; i++)
-		free(d->held[i].groups);
-	free(d->held);
-	free(d->latency);
-	free(d->groups);
-	free(d->name);
-	free(d->context_name);
-	free(d->aggregate_name);
-	pthread_mutex_destroy(&d->lock);
-	free(d);
-}
-
-static int alloc_dispatcher(const agr_dispatcher_options *o, int parallelism,
-			    struct agr_dispatcher **out)
-{
-	struct agr_dispatcher *d;
-
-	if (posix_memalign((void **)&d, AGR__CACHELINE, sizeof(*d)) != 0)
-		return -ENOMEM;
-	memset(d, 0, sizeof(*d));
-	atomic_init(&d->started, false);
-	atomic_init(&d->forced, false);
-	atomic_init(&d->sweeps_pending, 0);
-	pthread_mutex_init(&d->lock, NULL);
-	d->parallelism = parallelism;
-	d->name = strdup(o->name);
-	d->context_name = strdup(o->named_aggregate.context_name);
-	d->aggregate_name = strdup(o->named_aggregate.aggregate_name);
-	if (posix_memalign((void **)&d->groups, AGR__CACHELINE,
-			   (size_t)parallelism * sizeof(*d->groups)) != 0)
-		d->groups = NULL;
-	if (!d->name || !d->context_name || !d->aggregate_name ||
-	    !d->groups) {
-		free_memory(d);
-		return -ENOMEM;
-	}
-	memset(d->groups, 0, (size_t)parallelism * sizeof(*d->groups));
-	*out = d;
-	return 0;
-}
-
-/* Room for each worker to hold all its groups, up to HOLD_MAX. */
-static int alloc_held(struct agr_dispatcher *d, size_t workers)
-{
-	size_t i, groups;
-
-	d->held = calloc(workers, sizeof(*d->held));
-	if (!d->held)
-		return -ENOMEM;
-	d->nheld = workers;
-	for (i = 0; i < workers; i++) {
-		groups = ((size_t)d->parallelism + workers - 1 - i) / workers;
-		d->held[i].cap = (unsigned)(groups < HOLD_MAX ? groups :
-								HOLD_MAX);
-		if (d->held[i].cap == 0)
-			continue;
-		d->held[i].groups =
-			calloc(d->held[i].cap, sizeof(*d->held[i].groups));
-		if (!d->held[i].groups)
-			return -ENOMEM;
-	}
-	return 0;
-}
-
-static int alloc_latency(struct agr_dispatcher *d)
-{
-	size_t size = (size_t)agr__scheduler_workers(d->sched) * sizeof(*d->latency);
-
-	if (posix_memalign((void **)&d->latency, AGR__CACHELINE, size) != 0) {
-		d->latency = NULL;
-		return -ENOMEM;
-	}
-	memset(d->latency, 0, size);
-	return 0;
-}
-
-static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns);
-
-static const struct agr__layout options_layout =
-	AGR__LAYOUT(agr_dispatcher_options, AGR_DISPATCHER_OPTIONS_INIT);
-
-AGR_API int agr_dispatcher_new(const agr_dispatcher_options *opts,
-			       agr_dispatcher **out)
-{
-	agr_dispatcher_options local = AGR_DISPATCHER_OPTIONS_INIT;
-	const agr_dispatcher_options *o = &local;
-	struct agr_dispatcher *d;
-	int parallelism, ret;
-
-	if (!opts || !out) {
-		agr__log(AGR_LOG_ERROR, "agr_dispatcher_new: %s is NULL; "
-			 "-EINVAL", opts ? "out" : "options");
-		return -EINVAL;
-	}
-	if ((ret = agr__read_versioned(&local, opts, &options_layout,
-				       "agr_dispatcher_new")) ||
-	    (ret = check_options(o)))
-		return ret;
-	parallelism = agr__setting_count(AGR__SETTING_PARALLELISM,
-					 o->parallelism,
-					 64 * agr__online_cpus());
-	if (parallelism < 0)
-		return parallelism;
-	ret = alloc_dispatcher(o, parallelism, &d);
-	if (ret)
-		return ret;
-	ret = agr_supplier_get_or_init(o->supplier, &o->named_aggregate,
-				       &d->sched);
-	if (!ret) {
-		size_t workers = (size_t)agr__scheduler_workers(d->sched);
-
-		d->sweeps = calloc(workers, sizeof(*d->sweeps));
-		ret = d->sweeps ? alloc_held(d, workers) : -ENOMEM;
-	}
-	if (!ret && o->metrics)
-		ret = alloc_latency(d);
-	if (!ret)
-		ret = agr__scheduler_attach_gate(d->sched, &d->gate);
-	if (ret) {
-		free_memory(d);
-		return ret;
-	}
-	d->supplier = o->supplier;
-	d->owns_supplier = o->owns_supplier;
-	d->on_complete = o->on_complete;
-	d->complete_arg = o->complete_arg;
-	d->group_key = o->group_key;
-	d->group_key_arg = o->group_key_arg;
-	d->queue_limit = o->queue_limit;
-	d->count_depth = o->queue_limit || o->metrics;
-	d->lifecycle = D_NEW;
-	init_groups(d);
-	init_sweeps(d);
-	d->stuck_watch.fn = watch_stuck;
-	d->stuck_watch.arg = d;
-	agr__scheduler_watch_add(d->sched, &d->stuck_watch);
-	agr__handle_claim(&d->magic, AGR__H_DISPATCHER);
-	*out = d;
-	return 0;
-}
-
-AGR_API int agr_dispatcher_register(agr_dispatcher *d, const char *type,
-				    agr_handler_fn fn, void *arg)
-{
-	struct handler *h;
-	char *copy = NULL;
-	int ret = 0;
-
-	if (!d || !fn) {
-		agr__log(AGR_LOG_ERROR, "agr_dispatcher_register: %s is NULL; "
-			 "-EINVAL", d ? "fn" : "the dispatcher");
-		return -EINVAL;
-	}
-	if (type && !(copy = strdup(type)))
-		return -ENOMEM;
-	pthread_mutex_lock(&d->lock);
-	if (d->lifecycle != D_NEW || atomic_load(&d->started)) {
-		ret = -EBUSY;
-	} else {
-		h = realloc(d->handlers, (d->nhandlers + 1) * sizeof(*h));
-		if (!h) {
-			ret = -ENOMEM;
-		} else {
-			d->handlers = h;
-			h[d->nhandlers++] = (struct handler){ copy, fn, arg };
-			/* The array owns the copy now (freed with it). */
-			// cppcheck-suppress memleak
-			copy = NULL;
-		}
-	}
-	pthread_mutex_unlock(&d->lock);
-	free(copy);
-	return ret;
-}
-
-int agr__dispatcher_set_lease(agr_dispatcher *d,
-			      const struct agr__lease_ops *ops)
-{
-	int ret = 0;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	/* Messages already admitted hold no lease to release. */
-	if (d->lifecycle != D_NEW || busy(d))
-		ret = -EBUSY;
-	else if (ops && d->lease.acquire)
-		ret = -EEXIST;
-	else if (ops)
-		d->lease = *ops;
-	else
-		memset(&d->lease, 0, sizeof(d->lease));
-	pthread_mutex_unlock(&d->lock);
-	return ret;
-}
-
-/* ---- sending ---- */
-
-static int route(const struct agr_dispatcher *d, const agr_message *msg)
-{
-	int key;
-
-	if (!d->group_key)
-		return agr_group_key(msg->aggregate_id, d->parallelism);
-	key = d->group_key(msg, d->parallelism, d->group_key_arg);
-	if (key < 0 || key >= d->parallelism) {
-		agr__log(AGR_LOG_ERROR,
-			 "%s: custom group key %d is outside [0, %d)", d->name,
-			 key, d->parallelism);
-		return -EINVAL;
-	}
-	return key;
-}
-
-AGR_API int agr_dispatcher_group_of(const agr_dispatcher *d,
-				    const agr_message *msg)
-{
-	if (!d || !msg || !msg->aggregate_id)
-		return -EINVAL;
-	return route(d, msg);
-}
-
-/*
- * Moves an idle group to scheduled; true if this call did, and so owes
- * the group its activation.
- */
-static bool schedule_if_idle(struct group *g)
-{
-	int state = atomic_load(&g->state);
-
-	while (state == G_IDLE || state == G_IDLING)
-		if (atomic_compare_exchange_weak(&g->state, &state,
-						 G_SCHEDULED))
-			return true;
-	return false;
-}
-
-/*
- * Claims `msg` for a send: its ctl goes from 0 (the caller zeroed
- * internal_, or it completed) to in flight. One compare-exchange on a
- * line the send writes anyway; it also stops two threads that send the
- * same message at once.
- */
-static bool claim(agr_message *msg)
-{
-	unsigned expected = 0;
-
-	return atomic_compare_exchange_strong_explicit(
-		&exchange_of(msg)->ctl, &expected, CTL_IN_FLIGHT,
-		memory_order_acquire, memory_order_relaxed);
-}
-
-/* Gives a claimed message back untouched: it was not admitted. */
-static void unclaim(agr_message *msg)
-{
-	atomic_store_explicit(&exchange_of(msg)->ctl, 0, memory_order_release);
-}
-
-/* Checks and claims `msg` for `fn`: 0, -EINVAL or -EBUSY (logged). */
-static int claim_valid(const struct agr_dispatcher *d, agr_message *msg,
-		       const char *fn)
-{
-	if (!msg || !msg->aggregate_id) {
-		agr__log(AGR_LOG_ERROR, "%s: %s: %s is NULL; -EINVAL",
-			 d->name, fn,
-			 msg ? "the message's aggregate_id" : "the message");
-		return -EINVAL;
-	}
-	if (agr__likely(claim(msg)))
-		return 0;
-	agr__log(AGR_LOG_ERROR,
-		 "%s: %s: message %p (aggregate id \"%s\") is still in "
-		 "flight (sent and not yet completed, or internal_ not "
-		 "zeroed); -EBUSY",
-		 d->name, fn, (void *)msg, msg->aggregate_id);
-	return -EBUSY;
-}
-
-/*
- * Pushes the claimed msg to group `key` (route()'s answer for it);
- * returns the group, or NULL with *err set.
- */
-static struct group *admit_to(struct agr_dispatcher *d, agr_message *msg,
-			      int key, int *err)
-{
-	struct agr_exchange *ex;
-	struct group *g;
-
-	if (key < 0) {
-		unclaim(msg);
-		*err = key;
-		return NULL;
-	}
-	g = &d->groups[key];
-	if (d->count_depth &&
-	    atomic_fetch_add_explicit(&g->depth, 1, memory_order_relaxed) >=
-		    (d->queue_limit ? d->queue_limit : UINT_MAX)) {
-		atomic_fetch_sub_explicit(&g->depth, 1, memory_order_relaxed);
-		unclaim(msg);
-		count(&g->refused);
-		*err = -EAGAIN;
-		return NULL;
-	}
-	if (d->lease.acquire && !d->lease.acquire(d->lease.arg)) {
-		if (d->count_depth)
-			atomic_fetch_sub_explicit(&g->depth, 1,
-						  memory_order_relaxed);
-		unclaim(msg);
-		count(&g->refused);
-		*err = -ESHUTDOWN;
-		return NULL;
-	}
-	ex = exchange_of(msg);
-	ex->group = g;
-	ex->pending = 0;
-	ex->status = 0;
-	ex->flags = 0;
-	ex->hand_off.fn = run_hand_off;
-	if (d->latency)
-		ex->stamp_ns = agr__now_ns();
-	agr__mpsc_push(&g->queue, &ex->node);
-	return g;
-}
-
-static struct group *admit(struct agr_dispatcher *d, agr_message *msg,
-			   int *err)
-{
-	return admit_to(d, msg, route(d, msg), err);
-}
-
-/*
- * The group of msgs[i] for a batched send, and its line asked for; -1
- * when it is left to admit() (a custom group key, which must be called
- * once per message offered, or a message send will refuse).
- */
-static int route_ahead(const struct agr_dispatcher *d, agr_message **msgs,
-		       size_t i)
-{
-	agr_message *msg = msgs[i];
-	int key;
-
-	if (d->group_key || !msg || !msg->aggregate_id)
-		return -1;
-	key = agr_group_key(msg->aggregate_id, d->parallelism);
-	__builtin_prefetch(&d->groups[key].state, 1);
-	prefetch_message(msg);
-	return key;
-}
-
-/*
- * Before start an activation waits (parked); start posts it. The
- * re-check after parking pairs with start's store-then-scan.
- */
-static bool park_unless_started(struct group *g)
-{
-	int expected = G_SCHEDULED;
-
-	if (atomic_load(&g->d->started))
-		return false;
-	atomic_compare_exchange_strong(&g->state, &expected, G_PARKED);
-	if (!atomic_load(&g->d->started))
-		return true;
-	expected = G_PARKED;
-	return !atomic_compare_exchange_strong(&g->state, &expected,
-					       G_SCHEDULED);
-}
-
-static void activate(struct group *g)
-{
-	if (!park_unless_started(g))
-		agr__worker_post(g->worker, &g->work);
-}
-
-/*
- * The intake gate alone: it is attached to the scheduler, whose dispose
- * closes it and waits for us before it closes its own, so a sender
- * inside it may post to the workers without entering theirs.
- */
-static int enter(struct agr_dispatcher *d)
-{
-	return agr__gate_enter(&d->gate) ? 0 : -ESHUTDOWN;
-}
-
-static void leave(struct agr_dispatcher *d)
-{
-	agr__gate_leave(&d->gate);
-}
-
-static int refuse_message(struct agr_dispatcher *d, agr_message *msg, int err)
-{
-	/* Count against the message's group, if it has one. */
-	int key = err == -ESHUTDOWN ? route(d, msg) : -1;
-
-	if (key >= 0)
-		count(&d->groups[key].refused);
-	return err;
-}
-
-AGR_API int agr_dispatcher_send(agr_dispatcher *d, agr_message *msg)
-{
-	struct group *g;
-	int ret;
-
-	if (!d) {
-		agr__log(AGR_LOG_ERROR,
-			 "agr_dispatcher_send: the dispatcher is NULL; -EINVAL");
-		return -EINVAL;
-	}
-	ret = claim_valid(d, msg, __func__);
-	if (ret)
-		return ret;
-	ret = enter(d);
-	if (ret) {
-		unclaim(msg);
-		return refuse_message(d, msg, ret);
-	}
-	g = admit(d, msg, &ret);
-	if (g && schedule_if_idle(g))
-		activate(g);
-	leave(d);
-	return g ? 0 : ret;
-}
-
-AGR_API int agr_dispatcher_send_batch(agr_dispatcher *d, agr_message **msgs,
-				      size_t n, size_t *admitted)
-{
-	int keys[BATCH_ROUTE_AHEAD];
-	struct group *g;
-	size_t i;
-	int ret = 0, key;
-
-	if (admitted)
-		*admitted = 0;
-	if (!d || (!msgs && n)) {
-		agr__log(AGR_LOG_ERROR, "agr_dispatcher_send_batch: %s is "
-			 "NULL; -EINVAL", d ? "msgs" : "the dispatcher");
-		return -EINVAL;
-	}
-	if (n == 0)
-		return 0;
-	/* The first message is offered as agr_dispatcher_send() would. */
-	ret = claim_valid(d, msgs[0], __func__);
-	if (ret)
-		return ret;
-	ret = enter(d);
-	if (ret) {
-		/* One refusal, the first message's: the rest not offered. */
-		unclaim(msgs[0]);
-		return refuse_message(d, msgs[0], ret);
-	}
-	/*
-	 * One doorbell per sleeping worker covers the whole batch: a
-	 * worker's bell stays rung until it runs out of work. Messages and
-	 * their groups are fetched a few ahead, so that their cache misses
-	 * overlap instead of stalling each push in turn.
-	 */
-	for (i = 0; i < n && i < BATCH_ROUTE_AHEAD; i++)
-		keys[i] = route_ahead(d, msgs, i);
-	for (i = 0; i < n; i++) {
-		key = keys[i % BATCH_ROUTE_AHEAD];
-		if (i + BATCH_ROUTE_AHEAD < n)
-			keys[i % BATCH_ROUTE_AHEAD] =
-				route_ahead(d, msgs, i + BATCH_ROUTE_AHEAD);
-		if (i > 0 && (ret = claim_valid(d, msgs[i], __func__)) != 0)
-			break;
-		g = key >= 0 ? admit_to(d, msgs[i], key, &ret) :
-			       admit(d, msgs[i], &ret);
-		if (!g)
-			break;
-		if (schedule_if_idle(g))
-			activate(g);
-	}
-	leave(d);
-	if (admitted)
-		*admitted = i;
-	return ret;
-}
-
-/* ---- lifecycle ---- */
-
-AGR_API int agr_dispatcher_start(agr_dispatcher *d)
-{
-	int i, expected, ret = 0;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	if (d->lifecycle == D_QUIESCED) {
-		ret = -ESHUTDOWN;
-	} else if (d->lifecycle == D_NEW) {
-		d->lifecycle = D_RUNNING;
-		atomic_store(&d->started, true);
-		for (i = 0; i < d->parallelism; i++) {
-			expected = G_PARKED;
-			if (atomic_compare_exchange_strong(&d->groups[i].state,
-							   &expected,
-							   G_SCHEDULED))
-				agr__worker_post(d->groups[i].worker,
-						 &d->groups[i].work);
-		}
-	}
-	pthread_mutex_unlock(&d->lock);
-	return ret;
-}
-
-/* Never started: parked messages are discarded here, on this thread. */
-static void discard_parked(struct agr_dispatcher *d)
-{
-	int i;
-
-	for (i = 0; i < d->parallelism; i++)
-		if (atomic_load(&d->groups[i].state) == G_PARKED)
-			discard_all(&d->groups[i]);
-}
-
-/*
- * Closes intake. Returns true when the dispatcher never started: the
- * caller then discards the parked messages, after dropping the lock
- * (completion callbacks must not run under it).
- */
-static bool quiesce_locked(struct agr_dispatcher *d)
-{
-	bool never_started = d->lifecycle == D_NEW;
-
-	if (d->lifecycle == D_QUIESCED)
-		return false;
-	agr__gate_close(&d->gate);
-	d->lifecycle = D_QUIESCED;
-	return never_started;
-}
-
-AGR_API int agr_dispatcher_quiesce(agr_dispatcher *d)
-{
-	bool discard;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	discard = quiesce_locked(d);
-	pthread_mutex_unlock(&d->lock);
-	if (discard)
-		discard_parked(d);
-	return 0;
-}
-
-/* ---- naming what holds a stop ---- */
-
-#define REPORT_GROUPS 8 /* groups named per report */
-#define REPORT_EVERY_NS (5ull * 1000000000ull)
-#define RESCUE_POLL_NS (50ull * 1000000ull)
-
-/*
- * One group that holds a stop. The type is read from the message,
- * which its group holds while it is reported: a report races only with
- * the message's completion at that very moment.
- */
-static void report_group(struct agr_dispatcher *d, struct group *g,
-			 const char *what, uint64_t waited_ns)
-{
-	struct agr_exchange *ex =
-		atomic_load_explicit(&g->current, memory_order_acquire);
-	uint64_t since = atomic_load_explicit(&g->pending_since,
-					      memory_order_relaxed);
-	uint64_t now = agr__now_ns();
-	unsigned worker = (unsigned)agr_worker_index(g->worker);
-	int inflight = agr__worker_inflight(g->worker);
-	char tb[TYPE_PHRASE_LEN];
-	const char *type = ex ? type_phrase(message_of(ex)->type, tb,
-					    sizeof(tb)) : NULL;
-
-	if (!ex)
-		agr__log(AGR_LOG_WARN,
-			 "%s: %s: group %u (worker %u) has work its worker "
-			 "has not run yet; the worker has %d ring "
-			 "operation(s) in flight (one torn down by a force "
-			 "stop names what it waits for)", d->name, what,
-			 g->index, worker, inflight);
-	else if (since && now > since && inflight > 0)
-		agr__log(AGR_LOG_WARN,
-			 "%s: %s: group %u (worker %u) holds a message of "
-			 "%s, pending for %.1f s: a function returned "
-			 "AGR_PENDING, and its worker has %d ring "
-			 "operation(s) in flight that may be its own I/O, "
-			 "still running", d->name, what, g->index, worker,
-			 type, (double)(now - since) / 1e9, inflight);
-	else if (since && now > since)
-		agr__log(AGR_LOG_WARN,
-			 "%s: %s: group %u (worker %u) holds a message of "
-			 "%s, pending for %.1f s: a function returned "
-			 "AGR_PENDING and has not called agr_exchange_done(), "
-			 "and its worker has no I/O in flight", d->name, what,
-			 g->index, worker, type, (double)(now - since) / 1e9);
-	else
-		agr__log(AGR_LOG_WARN,
-			 "%s: %s: group %u (worker %u) runs a function for a "
-			 "message of %s, for %.1f s or more (blocked in a "
-			 "call?)", d->name, what, g->index, worker, type,
-			 (double)waited_ns / 1e9);
-}
-
-/*
- * The pending message of g as the watchdog sees it: its type copy and
- * since when, or false when none, or when it changed while we read.
- */
-static bool read_pending(struct group *g, uint64_t *since, char *type,
-			 size_t len)
-{
-	char text[PENDING_TYPE_WORDS * sizeof(uint64_t)];
-	char phrase[TYPE_PHRASE_LEN];
-	uint64_t word, again;
-	size_t i;
-
-	*since = atomic_load_explicit(&g->pending_since, memory_order_acquire);
-	if (!*since)
-		return false;
-	for (i = 0; i < PENDING_TYPE_WORDS; i++) {
-		word = atomic_load_explicit(&g->pending_type[i],
-					    memory_order_acquire);
-		memcpy(text + i * sizeof(word), &word, sizeof(word));
-	}
-	again = atomic_load_explicit(&g->pending_since, memory_order_relaxed);
-	if (again != *since)
-		return false;
-	text[sizeof(text) - 1] = '\0';
-	snprintf(type, len, "%s",
-		 type_phrase(strcmp(text, NULL_TYPE_MARK) ? text : NULL,
-			     phrase, sizeof(phrase)));
-	return true;
-}
-
-/*
- * The watchdog's look at this dispatcher (a scheduler watch): a message
- * pending for `threshold_ns` or more is named once, and counted.
- */
-static void watch_stuck(void *arg, uint64_t now, uint64_t threshold_ns)
-{
-	struct agr_dispatcher *d = arg;
-	char type[TYPE_PHRASE_LEN];
-	uint64_t since;
-	int i;
-
-	for (i = 0; i < d->parallelism; i++) {
-		struct group *g = &d->groups[i];
-
-		if (!read_pending(g, &since, type, sizeof(type)) ||
-		    now <= since || now - since < threshold_ns ||
-		    g->stuck_reported_since == since)
-			continue;
-		g->stuck_reported_since = since;
-		atomic_fetch_add_explicit(&d->stuck_detected, 1,
-					  memory_order_relaxed);
-		agr__log(AGR_LOG_WARN,
-			 "stuck message: %s group %u (worker %d) has held a "
-			 "message of %s for %llu ms: a function "
-			 "returned AGR_PENDING and has not called "
-			 "agr_exchange_done()", d->name, g->index,
-			 agr_worker_index(g->worker), type,
-			 (unsigned long long)((now - since) / 1000000u));
-	}
-}
-
-/* Logs every group (up to REPORT_GROUPS) that keeps us from idle. */
-static void report_holders(struct agr_dispatcher *d, const char *what,
-			   uint64_t waited_ns)
-{
-	int i, held = 0, sweeps = atomic_load(&d->sweeps_pending);
-
-	for (i = 0; i < d->parallelism; i++) {
-		struct group *g = &d->groups[i];
-
-		if (atomic_load(&g->state) == G_IDLE &&
-		    !atomic_load(&g->current))
-			continue;
-		if (held++ < REPORT_GROUPS)
-			report_group(d, g, what, waited_ns);
-	}
-	if (held > REPORT_GROUPS)
-		agr__log(AGR_LOG_WARN, "%s: %s: and %d more groups", d->name,
-			 what, held - REPORT_GROUPS);
-	if (sweeps > 0)
-		agr__log(AGR_LOG_WARN,
-			 "%s: %s: the force stop has yet to visit %d "
-			 "worker(s) (blocked in a call?)", d->name, what,
-			 sweeps);
-}
-
-static void run_sweep(struct agr__work *work, struct agr_worker *w,
-		      int status);
-
-/*
- * Once the workers exited (a dispose tore them down), sweeps on this
- * thread what their own sweeps had to leave: messages left pending
- * whose I/O was still being cancelled when the dispose dropped them.
- */
-static void sweep_exited_workers(struct agr_dispatcher *d)
-{
-	int i;
-
-	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
-		d->sweeps[i].work.fn = run_sweep;
-		atomic_fetch_add(&d->sweeps_pending, 1);
-		agr__worker_post(agr__scheduler_worker(d->sched, (unsigned)i),
-				 &d->sweeps[i].work);
-	}
-}
-
-/*
- * wait_idle() for a stop. A forced dispatcher whose workers exited is
- * swept here (looked at every RESCUE_POLL_NS: their exit tells no one
- * above). With `what`, says every REPORT_EVERY_NS what it waits for:
- * only a function blocked in a call (or I/O the kernel will not
- * cancel) can hold a forced dispatcher.
- */
-static int wait_idle_for_stop(struct agr_dispatcher *d, uint64_t deadline,
-			      const char *what)
-{
-	uint64_t start = agr__now_ns(), report_at = start + REPORT_EVERY_NS;
-	uint64_t now = start, until;
-
-	for (;;) {
-		until = now + RESCUE_POLL_NS;
-		if (what && until > report_at)
-			until = report_at;
-		if (until > deadline)
-			until = deadline;
-		if (wait_idle(d, until) == 0)
-			return 0;
-		if (atomic_load(&d->forced) &&
-		    agr__scheduler_terminated(d->sched))
-			sweep_exited_workers(d);
-		now = agr__now_ns();
-		if (now >= deadline)
-			return wait_idle(d, now);
-		if (what && now >= report_at) {
-			report_holders(d, what, now - start);
-			report_at = now + REPORT_EVERY_NS;
-		}
-	}
-}
-
-AGR_API int agr_dispatcher_stop_gracefully(agr_dispatcher *d,
-					   uint64_t timeout_ns)
-{
-	uint64_t deadline = agr__deadline_after(timeout_ns);
-	uint64_t now;
-	int ret;
-
-	if (!d)
-		return -EINVAL;
-	agr_dispatcher_quiesce(d);
-	ret = wait_idle_for_stop(d, deadline, NULL);
-	if (ret) {
-		report_holders(d, "agr_dispatcher_stop_gracefully() ran out",
-			       timeout_ns);
-		return ret;
-	}
-	if (!d->owns_supplier)
-		return 0;
-	now = agr__now_ns();
-	ret = agr_supplier_stop_gracefully(d->supplier,
-					   deadline > now ? deadline - now : 0);
-	if (ret == -ETIMEDOUT)
-		agr__log(AGR_LOG_WARN,
-			 "%s: agr_dispatcher_stop_gracefully() ran out: every "
-			 "message completed, but the workers of supplier %s "
-			 "have not all ended", d->name,
-			 agr_supplier_name(d->supplier));
-	return ret;
-}
-
-/* Looks again after this long while I/O of a message is being cancelled. */
-#define SWEEP_RECHECK_NS 1000000ull
-
-/* The sweep is over: our last touch of d. */
-static void end_sweep(struct sweep *s)
-{
-	struct agr_scheduler *sched = s->d->sched;
-
-	atomic_fetch_sub(&s->d->sweeps_pending, 1);
-	agr__scheduler_note_idle(sched);
-}
-
-/*
- * Ends the current message of g if the force allows it: true once g
- * holds none. On a live worker its I/O is cancelled first, and the
- * message is discarded only once none is left (a buffer of it may be
- * the kernel's until then); on a worker that exited no I/O is left.
- */
-static bool settle_group(struct group *g, struct agr_worker *w, bool live)
-{
-	struct agr_exchange *ex = current_of(g);
-
-	if (!ex)
-		return true;
-	if (ex->pending == 0)
-		return false; /* finishing: a forwarded call is queued */
-	if (live && agr__worker_cancel_owner(w, ex, NULL, NULL) != 0)
-		return false;
-	if (!discard_pending(g, ex))
-		return false; /* a forwarded call is queued: it goes first */
-	if (live)
-		take_next(g); /* discards the queue, then goes idle */
-	else
-		discard_all(g);
-	return true;
-}
-
-/* Dropped by a dispose that is tearing `w` down with I/O in flight. */
-static bool io_may_remain(struct agr_worker *w)
-{
-	if (agr__worker_exited(w))
-		return false;
-	return agr__current_worker != w || agr__worker_inflight(w) > 0;
-}
-
-static void sweep_fired(int res, void *arg)
-{
-	struct sweep *s = arg;
-
-	run_sweep(&s->work, agr__current_worker,
-		  res == -ECANCELED &&
-				  agr__worker_closing(agr__current_worker) ?
-			  -ECANCELED :
-			  0);
-}
-
-/*
- * Runs on the worker, or (status != 0) while a dispose drops its inbox,
- * or on the thread that adopts the inbox of the exited worker, which
- * agr_dispatcher_free() makes sure of: a message left pending ends then
- * at the latest.
- */
-static void run_sweep(struct agr__work *work, struct agr_worker *w,
-		      int status)
-{
-	struct sweep *s = agr__container_of(work, struct sweep, work);
-	struct agr_dispatcher *d = s->d;
-	int i, step = agr__scheduler_workers(d->sched);
-	bool live = status == 0, settled = true;
-
-	if (!live && io_may_remain(w)) {
-		end_sweep(s); /* agr_dispatcher_free() sweeps once it exited */
-		return;
-	}
-	for (i = (int)s->worker_index; i < d->parallelism; i += step)
-		if (!settle_group(&d->groups[i], w, live))
-			settled = false;
-	if (settled) {
-		end_sweep(s);
-		return;
-	}
-	/* I/O still being cancelled, or a forwarded call queued first. */
-	if (live && agr_io_timeout(w, SWEEP_RECHECK_NS, sweep_fired, s) == 0)
-		return;
-	agr__worker_post(w, &s->work);
-}
-
-/* Asks each worker to cancel the I/O of this dispatcher's messages. */
-static void post_sweeps(struct agr_dispatcher *d)
-{
-	int i;
-
-	if (!agr__scheduler_enter(d->sched))
-		return; /* disposed: its workers cancel everything */
-	for (i = 0; i < agr__scheduler_workers(d->sched); i++) {
-		d->sweeps[i].work.fn = run_sweep;
-		atomic_fetch_add(&d->sweeps_pending, 1);
-		agr__worker_post(agr__scheduler_worker(d->sched, (unsigned)i),
-				 &d->sweeps[i].work);
-	}
-	agr__scheduler_leave(d->sched);
-}
-
-AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d)
-{
-	bool first, discard;
-
-	if (!d)
-		return -EINVAL;
-	pthread_mutex_lock(&d->lock);
-	discard = quiesce_locked(d);
-	first = !atomic_exchange(&d->forced, true);
-	pthread_mutex_unlock(&d->lock);
-	if (discard)
-		discard_parked(d);
-	else if (first && atomic_load(&d->started))
-		post_sweeps(d);
-	if (d->owns_supplier)
-		agr_supplier_force_stop(d->supplier);
-	return 0;
-}
-
-AGR_API void agr_dispatcher_free(agr_dispatcher *d)
-{
-	if (!d)
-		return;
-	if (!agr__handle_retire(&d->magic, AGR__H_DISPATCHER, __func__, d))
-		return;
-	if (!agr__gate_closed(&d->gate) || busy(d))
-		agr_dispatcher_force_stop(d);
-	else
-		agr_dispatcher_quiesce(d);
-	wait_idle_for_stop(d, UINT64_MAX, "agr_dispatcher_free() waits");
-	agr__scheduler_watch_remove(d->sched, &d->stuck_watch);
-	agr__scheduler_detach_gate(d->sched, &d->gate);
-	if (d->owns_supplier)
-		agr_supplier_free(d->supplier);
-	free_memory(d);
-}
-
-/* ---- introspection ---- */
-
-AGR_API const char *agr_dispatcher_name(const agr_dispatcher *d)
-{
-	return d ? d->name : NULL;
-}
-
-AGR_API int agr_dispatcher_parallelism(const agr_dispatcher *d)
-{
-	return d ? d->parallelism : -EINVAL;
-}
-
-AGR_API agr_scheduler *agr_dispatcher_scheduler(const agr_dispatcher *d)
-{
-	return d ? d->sched : NULL;
-}
-
-static uint64_t load(const atomic_uint_fast64_t *counter)
-{
-	return atomic_load_explicit(counter, memory_order_relaxed);
-}
-
-AGR_API int agr_dispatcher_stats_get(const agr_dispatcher *d,
-				     agr_dispatcher_stats *out)
-{
-	int i;
-
-	if (!d || !out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	for (i = 0; i < d->parallelism; i++) {
-		const struct group *g = &d->groups[i];
-
-		out->admitted += load(&g->admitted);
-		out->refused += load(&g->refused);
-		out->handled += load(&g->handled);
-		out->failed += load(&g->failed);
-		out->skipped += load(&g->skipped);
-		out->discarded += load(&g->discarded);
-		out->interrupted += load(&g->interrupted);
-	}
-	out->stuck = atomic_load_explicit(&d->stuck_detected,
-					  memory_order_relaxed);
-	return 0;
-}
-
-static void read_depths(const struct agr_dispatcher *d,
-			agr_dispatcher_metrics *out)
-{
-	unsigned depth;
-	int i;
-
-	out->deepest_group = -1;
-	out->depth_enabled = d->count_depth;
-	if (!d->count_depth)
-		return;
-	for (i = 0; i < d->parallelism; i++) {
-		depth = atomic_load_explicit(&d->groups[i].depth,
-					     memory_order_relaxed);
-		out->queue_depth += depth;
-		if (depth > out->deepest_group_depth) {
-			out->deepest_group_depth = depth;
-			out->deepest_group = i;
-		}
-	}
-}
-
-AGR_API int agr_dispatcher_metrics_get(const agr_dispatcher *d,
-				       agr_dispatcher_metrics *out)
-{
-	int i;
-
-	if (!d || !out)
-		return -EINVAL;
-	memset(out, 0, sizeof(*out));
-	out->dispatcher = d->name;
-	out->context = d->context_name;
-	out->aggregate = d->aggregate_name;
-	agr_dispatcher_stats_get(d, &out->messages);
-	read_depths(d, out);
-	out->latency_enabled = d->latency != NULL;
-	for (i = 0; d->latency && i < agr__scheduler_workers(d->sched); i++) {
-		agr__histogram_read(&d->latency[i].queue, &out->queue_latency);
-		agr__histogram_read(&d->latency[i].processing,
-				    &out->processing_latency);
-	}
-	return 0;
 }
