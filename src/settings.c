@@ -39,8 +39,8 @@ const struct agr__setting agr__settings[AGR__SETTINGS] = {
 	},
 	[AGR__SETTING_IDLE_SPIN_US] = {
 		.name = "AGR_IDLE_SPIN_US",
-		.dflt = "20 where the process's workers are at least as many "
-			"as the online CPUs, 100 where CPUs are to spare",
+		.dflt = "20, or 100 where the online CPUs are at least the "
+			"process's workers + 2",
 		.range = "0..1000000 (0: no spin)",
 		.option = "agr_supplier_options.idle_spin_us, when >= 0",
 		.when = AT_WORKER_START,

@@ -41,16 +41,21 @@
  * rarely pays a doorbell and its messages never wait for a wake-up, yet
  * short enough that an idle worker soon leaves the CPU to others.
  *
- * Unless told, the worker picks one of two at each spin: where the
- * workers fill the machine (2 vCPUs), 20 us, since the spin takes CPU
- * time a producer needs; with CPUs to spare, 100 us, since a worker
- * that sleeps between two messages costs the producer a doorbell (a
- * system call) per message. On 16 cores bench/dispatch at 16 workers
- * ran at 0.6 M msg/s with no spin, 4.1 with 20 us and 10.1 with 100 us
- * (bench/RESULTS.md, "Many cores").
+ * Unless told, the worker picks one of two at each spin: 20 us, since
+ * the spin takes CPU time a producer needs, unless CPUs are to spare:
+ * at least SPARE_CPUS more than the process's workers. Then 100 us,
+ * since a worker that sleeps between two messages costs the producer a
+ * doorbell (a system call) per message. On 16 cores bench/dispatch at
+ * 16 workers ran at 0.6 M msg/s with no spin, 4.1 with 20 us and 10.1
+ * with 100 us (bench/RESULTS.md, "Many cores"). One CPU beyond the
+ * workers is not to spare: the producer, or a client and the kernel's
+ * network work, need it. ledger_server's one worker on 2 vCPUs beside
+ * redis-benchmark ran P16 INCRBY 18% slower with 100 us than with 20
+ * (bench/RESULTS.md, "the idle spin on 2 vCPUs").
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
 #define IDLE_SPIN_NS_SPARE_CPUS 100000
+#define SPARE_CPUS 2
 /* The most pauses between two looks of an idle spin (about 1 us). */
 #define SPIN_PAUSES_MAX 32
 /*
@@ -1100,15 +1105,33 @@ static bool io_done(struct agr_worker *w)
 }
 
 /*
- * Whether an idle spin gives the CPU away now and then: only where the
- * workers of the process, of all its schedulers, fill the machine, so
- * that a producer sharing a CPU with a spinner gets to run. With CPUs
- * to spare a yield is a system call that helps nobody.
+ * Whether CPUs are to spare: SPARE_CPUS or more beyond the workers of
+ * the process, of all its schedulers.
+ */
+static bool cpus_to_spare(const struct agr_worker *w)
+{
+	return atomic_load_explicit(&live_workers, memory_order_relaxed) +
+		       SPARE_CPUS <=
+	       w->online_cpus;
+}
+
+/*
+ * Whether an idle spin gives the CPU away now and then: unless CPUs are
+ * to spare, so that a producer (or a client, or the kernel's network
+ * work) sharing a CPU with a spinner gets to run. With CPUs to spare a
+ * yield is a system call that helps nobody.
  */
 static bool spin_yields(const struct agr_worker *w)
 {
-	return atomic_load_explicit(&live_workers, memory_order_relaxed) >=
-	       w->online_cpus;
+	return !cpus_to_spare(w);
+}
+
+/* The spin's length, now: told, or picked (IDLE_SPIN_NS_*). */
+static uint64_t spin_ns(const struct agr_worker *w)
+{
+	if (w->idle_spin_chosen || !cpus_to_spare(w))
+		return w->idle_spin_ns;
+	return IDLE_SPIN_NS_SPARE_CPUS;
 }
 
 /*
@@ -1127,9 +1150,7 @@ static bool spin_for_work(struct agr_worker *w)
 	if (w->idle_spin_ns == 0)
 		return must_wake(w) || io_done(w);
 	yields = spin_yields(w);
-	deadline = agr__now_ns() +
-		   (w->idle_spin_chosen || yields ? w->idle_spin_ns :
-						    IDLE_SPIN_NS_SPARE_CPUS);
+	deadline = agr__now_ns() + spin_ns(w);
 
 	for (i = 1;; i++) {
 		if (must_wake(w) || io_done(w) ||

@@ -68,9 +68,9 @@ typedef struct agr_supplier_options {
 	int nworker_cpus;
 	int idle_spin_us; /* how long an idle worker watches for work
 			   * before sleeping, 0..1000000; -1:
-			   * AGR_IDLE_SPIN_US, or 20 where the process's
-			   * workers fill the CPUs, 100 where CPUs are
-			   * to spare */
+			   * AGR_IDLE_SPIN_US, or 20; 100 where the
+			   * online CPUs are at least the process's
+			   * workers + 2 */
 	int submit_batch; /* prepared SQEs that are handed to the kernel
 			   * before the loop's turn ends, 0 (all wait) ..
 			   * sq_entries; -1: AGR_SUBMIT_BATCH, or 4 */
