@@ -50,8 +50,8 @@
  * with 100 us (bench/RESULTS.md, "Many cores"). One CPU beyond the
  * workers is not to spare: the producer, or a client and the kernel's
  * network work, need it. ledger_server's one worker on 2 vCPUs beside
- * redis-benchmark ran P16 INCRBY 18% slower with 100 us than with 20
- * (bench/RESULTS.md, "the idle spin on 2 vCPUs").
+ * redis-benchmark ran P16 INCRBY about 12% slower with 100 us than with
+ * 20 (bench/RESULTS.md, "the ledger regression bisected").
  */
 #define IDLE_SPIN_NS_DEFAULT 20000
 #define IDLE_SPIN_NS_SPARE_CPUS 100000
@@ -141,7 +141,7 @@ struct agr_worker {
 	bool closing; /* no new operations may be submitted */
 	uint64_t idle_spin_ns; /* AGR_IDLE_SPIN_US, read at start */
 	bool idle_spin_chosen; /* by the options or the environment */
-	int online_cpus; /* read at start, for spin_yields() */
+	int online_cpus; /* read at start, for cpus_to_spare() */
 	struct agr__poller *pollers; /* what else it looks at while awake */
 	unsigned submit_batch; /* AGR_SUBMIT_BATCH, read at start */
 	/*
@@ -186,7 +186,7 @@ struct agr_worker {
 };
 
 _Thread_local struct agr_worker *agr__current_worker;
-/* Worker threads of every scheduler in their loop, for spin_yields(). */
+/* Worker threads of every scheduler in their loop, for cpus_to_spare(). */
 static atomic_int live_workers;
 atomic_bool agr__watchdog_on;
 
@@ -1106,32 +1106,16 @@ static bool io_done(struct agr_worker *w)
 
 /*
  * Whether CPUs are to spare: SPARE_CPUS or more beyond the workers of
- * the process, of all its schedulers.
+ * the process, of all its schedulers. Unless they are, an idle spin
+ * gives the CPU away now and then, so that a producer (or a client, or
+ * the kernel's network work) sharing a CPU with a spinner gets to run;
+ * with CPUs to spare a yield is a system call that helps nobody.
  */
 static bool cpus_to_spare(const struct agr_worker *w)
 {
 	return atomic_load_explicit(&live_workers, memory_order_relaxed) +
 		       SPARE_CPUS <=
 	       w->online_cpus;
-}
-
-/*
- * Whether an idle spin gives the CPU away now and then: unless CPUs are
- * to spare, so that a producer (or a client, or the kernel's network
- * work) sharing a CPU with a spinner gets to run. With CPUs to spare a
- * yield is a system call that helps nobody.
- */
-static bool spin_yields(const struct agr_worker *w)
-{
-	return !cpus_to_spare(w);
-}
-
-/* The spin's length, now: told, or picked (IDLE_SPIN_NS_*). */
-static uint64_t spin_ns(const struct agr_worker *w)
-{
-	if (w->idle_spin_chosen || !cpus_to_spare(w))
-		return w->idle_spin_ns;
-	return IDLE_SPIN_NS_SPARE_CPUS;
 }
 
 /*
@@ -1149,8 +1133,10 @@ static bool spin_for_work(struct agr_worker *w)
 
 	if (w->idle_spin_ns == 0)
 		return must_wake(w) || io_done(w);
-	yields = spin_yields(w);
-	deadline = agr__now_ns() + spin_ns(w);
+	yields = !cpus_to_spare(w);
+	deadline = agr__now_ns() +
+		   (w->idle_spin_chosen || yields ? w->idle_spin_ns :
+						    IDLE_SPIN_NS_SPARE_CPUS);
 
 	for (i = 1;; i++) {
 		if (must_wake(w) || io_done(w) ||
