@@ -11,7 +11,10 @@
 # on one master). Runs alternate (ceiling, 1, 3) BENCH_RUNS times
 # (default 5); prints medians with min/max and the ratios, and per run
 # the Redis commands each Wow command cost, by type (INFO commandstats
-# of the masters, the producer's XADDs taken out).
+# of the masters, the producer's XADDs taken out). BENCH_WOW_COMMANDS
+# (20000) commands over BENCH_WOW_ACCOUNTS (1000) accounts: an account's
+# commands run one after another, so the fewer accounts, the longer each
+# one's chain of round trips.
 #
 #   sh bench/wow_scale.sh [BUILDDIR]
 set -u
@@ -22,6 +25,8 @@ cluster_sh=$src/tests/redis_cluster.sh
 runs=${BENCH_RUNS:-5}
 commands=${BENCH_WOW_COMMANDS:-20000}
 groups=${BENCH_WOW_GROUPS:-1024} # dispatcher groups per instance
+accounts=${BENCH_WOW_ACCOUNTS:-1000} # commands per account: commands / accounts
+workers=${BENCH_WOW_WORKERS:-2} # wow_ledger's workers per instance (-w)
 ex=$build/examples/wow
 
 for tool in redis-server redis-cli redis-benchmark; do
@@ -70,7 +75,7 @@ nodes_do() { # run a redis-cli command on each master
 # trips. Written to $tmp/rt-N.
 round_trips() {
 	nodes_do INFO commandstats | tr -d '\r' | awk -F'[:=,]' -v n="$commands" '
-		/^cmdstat_/ { c[substr($1, 9)] += $3 }
+		/^cmdstat_/ { c[substr($1, 9)] += $3; u[substr($1, 9)] += $5 }
 		END {
 			c["xadd"] -= n
 			printf "per command:"
@@ -78,8 +83,50 @@ round_trips() {
 			for (i = 1; i <= 7; i++)
 				if (c[k[i]] > 0)
 					printf " %s %.2f", k[i], c[k[i]] / n
+			printf "; their time in Redis (us, the producer'"'"'s XADDs in):"
+			for (i = 1; i <= 7; i++)
+				if (c[k[i]] > 0)
+					printf " %s %.1f", k[i], u[k[i]] / n
 			printf "\n"
 		}'
+}
+
+# CPU seconds each master has used, one line: node-0 node-1 node-2.
+masters_cpu() {
+	for i in 0 1 2; do
+		redis-cli -p "$(cat "$tmp/cluster/node-$i/port")" INFO cpu | tr -d '\r' |
+			awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { printf "%s ", s }'
+	done
+	echo
+}
+
+# CPU ticks (utime + stime) the given processes have used, summed.
+procs_ticks() {
+	for p in "$@"; do
+		cut -d')' -f2 "/proc/$p/stat" 2>/dev/null
+	done | awk '{ t += $12 + $13 } END { print t + 0 }'
+}
+
+# Which master holds each of the aggregate's streams: "node-0 :event ...".
+stream_homes() {
+	for s in command event state; do
+		slot=$(redis-cli -p "$base" CLUSTER KEYSLOT "bank.Account:$s")
+		for i in 0 1 2; do
+			port=$(cat "$tmp/cluster/node-$i/port")
+			redis-cli -p "$base" CLUSTER NODES | awk -v p="$port" -v s="$slot" '
+				index($2, ":" p "@") { for (i = 9; i <= NF; i++) { split($i, r, "-"); if (s >= r[1] && s <= (r[2] == "" ? r[1] : r[2])) print "yes" } }' |
+				grep -q yes && printf "node-%s :%s, " "$i" "$s"
+		done
+	done | sed 's/, $//'
+}
+
+# CPU per Wow command over the run: the instances' and each master's, in
+# microseconds, from the figures taken at its start ($1, $2) and end.
+cpu_per_command() {
+	echo "$1 $(masters_cpu)" "$2 $3" | awk -v n="$commands" -v hz="$(getconf CLK_TCK)" '{
+		printf "cpu per command: instances %.0f us; masters node-0 %.0f, node-1 %.0f, node-2 %.0f us",
+			($8 - $7) / hz * 1e6 / n, ($4 - $1) * 1e6 / n, ($5 - $2) * 1e6 / n, ($6 - $3) * 1e6 / n }'
+	echo " ($(stream_homes))"
 }
 
 # e2e N: prints commands/s with N instances
@@ -88,20 +135,25 @@ e2e() {
 	nodes_do CONFIG RESETSTAT >/dev/null
 	pids=
 	for i in $(seq "$1"); do
-		AGR_PARALLELISM=$groups "$ex/wow_ledger" -c -p "$base" -n "b$i" -k 256 \
+		AGR_PARALLELISM=$groups "$ex/wow_ledger" -c -p "$base" -n "b$i" -k 256 -w "$workers" \
 			>"$tmp/l$i.log" 2>&1 &
 		pids="$pids $!"
 	done
 	for i in $(seq "$1"); do
 		until grep -q '^ready' "$tmp/l$i.log"; do sleep 0.05; done
 	done
+	m0=$(masters_cpu)
+	# shellcheck disable=SC2086 # the pids, one word each
+	l0=$(procs_ticks $pids)
 	t0=$(ms)
-	"$ex/wow_produce" -c -p "$base" -a 1000 -n "$commands" >"$tmp/p.log" 2>&1 ||
+	"$ex/wow_produce" -c -p "$base" -a "$accounts" -n "$commands" >"$tmp/p.log" 2>&1 ||
 		{ echo "producer failed" >&2; cat "$tmp/p.log" >&2; exit 1; }
 	until [ "$(group_field pending)" = 0 ] && [ "$(group_field lag)" = 0 ]; do
 		sleep 0.01
 	done
 	t1=$(ms)
+	# shellcheck disable=SC2086
+	cpu_per_command "$m0" "$l0" "$(procs_ticks $pids)" >"$tmp/cpu-$1"
 	round_trips >"$tmp/rt-$1"
 	for p in $pids; do kill -TERM "$p"; done
 	for p in $pids; do wait "$p"; done
@@ -115,9 +167,12 @@ json='{"id":"cmd-r1-123","contextName":"bank","aggregateName":"Account","name":"
 ceiling() {
 	port=$(redis-cli -p "$base" CLUSTER NODES | awk -v s="$(redis-cli -p "$base" CLUSTER KEYSLOT bank.Account:command)" '
 		{ for (i = 9; i <= NF; i++) { split($i, r, "-"); if (s >= r[1] && s <= r[2]) { split($2, a, "[:@]"); print a[2]; exit } } }')
+	c0=$(redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: '/^used_cpu_(sys|user):/ { s += $2 } END { print s }')
 	redis-benchmark -p "$port" -n 200000 -c 50 -P 16 -q \
 		XADD bank.Account:command '*' msg "$json" 2>/dev/null |
 		tr '\r' '\n' | grep -o '[0-9.]* requests per second' | tail -1 | awk '{ printf "%d\n", $1 }'
+	redis-cli -p "$port" INFO cpu | tr -d '\r' | awk -F: -v c0="$c0" '
+		/^used_cpu_(sys|user):/ { s += $2 } END { printf "master cpu per XADD at the ceiling: %.1f us\n", (s - c0) * 1e6 / 200000 }' >"$tmp/cpu-ceiling"
 	flush
 }
 
@@ -133,6 +188,9 @@ for r in $(seq "$runs"); do
 	echo "run $r: xadd $(tail -1 "$tmp/ceiling")/s, 1 instance $(tail -1 "$tmp/one")/s, 3 instances $(tail -1 "$tmp/three")/s"
 	echo "run $r: 1 instance $(cat "$tmp/rt-1")"
 	echo "run $r: 3 instances $(cat "$tmp/rt-3")"
+	echo "run $r: $(cat "$tmp/cpu-ceiling")"
+	echo "run $r: 1 instance $(cat "$tmp/cpu-1")"
+	echo "run $r: 3 instances $(cat "$tmp/cpu-3")"
 done
 set -- $(median <"$tmp/ceiling"); c=$1; cmin=$2; cmax=$3
 set -- $(median <"$tmp/one"); o=$1; omin=$2; omax=$3
