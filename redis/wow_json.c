@@ -18,6 +18,8 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +152,53 @@ static bool only_space(const char *s, size_t n)
 	return true;
 }
 
+/*
+ * One tokener per thread, reset between documents. A new one callocs its
+ * PARSE_DEPTH levels (about 10 KiB), which cost a Wow processor's worker
+ * a tenth of its CPU per command (bench/RESULTS.md); the thread's exit
+ * frees it.
+ */
+static pthread_key_t tokener_key;
+static pthread_once_t tokener_once = PTHREAD_ONCE_INIT;
+static bool tokener_key_made;
+
+static void tokener_destroy(void *tok)
+{
+	json_tokener_free(tok);
+}
+
+static void tokener_key_make(void)
+{
+	tokener_key_made = pthread_key_create(&tokener_key,
+					      tokener_destroy) == 0;
+}
+
+/* The thread's tokener; *kept says whether the thread keeps it. */
+static struct json_tokener *tokener_take(bool *kept)
+{
+	struct json_tokener *tok = NULL;
+
+	pthread_once(&tokener_once, tokener_key_make);
+	if (tokener_key_made)
+		tok = pthread_getspecific(tokener_key);
+	*kept = tok != NULL;
+	if (tok)
+		return tok; /* reset when it was given back */
+	tok = json_tokener_new_ex(PARSE_DEPTH);
+	if (tok && tokener_key_made)
+		*kept = pthread_setspecific(tokener_key, tok) == 0;
+	return tok;
+}
+
+/* Back to the thread, holding nothing of the last document. */
+static void tokener_give_back(struct json_tokener *tok, bool kept)
+{
+	if (kept)
+		json_tokener_reset(tok);
+	else
+		json_tokener_free(tok);
+}
+
 struct json_object *agr__wow_json_parse(const char *what, const char *json,
 					size_t len)
 {
@@ -157,12 +206,13 @@ struct json_object *agr__wow_json_parse(const char *what, const char *json,
 	struct json_object *v;
 	enum json_tokener_error jerr;
 	size_t end;
+	bool kept;
 
 	if (!json || !len || len > INT32_MAX) {
 		agr_log(AGR_LOG_WARN, "%s: empty or oversized JSON", what);
 		return NULL;
 	}
-	tok = json_tokener_new_ex(PARSE_DEPTH);
+	tok = tokener_take(&kept);
 	if (!tok)
 		return NULL;
 	json_tokener_set_flags(tok, JSON_TOKENER_STRICT |
@@ -187,7 +237,7 @@ struct json_object *agr__wow_json_parse(const char *what, const char *json,
 		json_object_put(v);
 		v = NULL;
 	}
-	json_tokener_free(tok);
+	tokener_give_back(tok, kept);
 	return v;
 }
 
