@@ -51,6 +51,8 @@ rule "AGR_DISCARDED: no function saw it" dispatcher.h \
 	man3/agr_dispatcher_new.3 "-ECANCELED becomes AGR_INTERRUPTED"
 rule "a free waits, and names what it waits for" supplier.h \
 	man3/agr_supplier_free.3 "every 5 s"
+rule "a supplier's free names each worker that has not ended" supplier.h \
+	man3/agr_supplier_free.3 "names every 5 s each worker that has not ended"
 rule "a zero-copy notification is given up on" io.h \
 	man3/agr_io_send_zc.3 "gives up 10 s into the stop"
 rule "what becomes of a zero-copy buffer then" io.h \

@@ -501,6 +501,50 @@ static void drop_leftovers(struct agr_scheduler *s)
 		agr__worker_adopt_orphans(s->workers[i]);
 }
 
+/* A free that waits for its workers says why this often. */
+#define FREE_REPORT_NS (5ull * 1000000000u)
+
+/* Names a worker that has not exited, and what keeps it. */
+static void report_unjoined(struct agr_worker *w, uint64_t waited_ns)
+{
+	unsigned long long secs = waited_ns / 1000000000u;
+
+	if (agr__worker_tearing_down(w))
+		agr__log(AGR_LOG_WARN,
+			 "agr_supplier_free(): worker %s has not ended after "
+			 "%llu s: it waits for the kernel to end %d ring "
+			 "operation(s) of its force stop (it names them itself)",
+			 agr__worker_name(w), secs, agr__worker_inflight(w));
+	else
+		agr__log(AGR_LOG_WARN,
+			 "agr_supplier_free(): worker %s has not ended after "
+			 "%llu s: a task, function or I/O callback on it has "
+			 "not returned (blocked in a call? C cannot stop a "
+			 "thread; agr_worker_interrupted() says to return)",
+			 agr__worker_name(w), secs);
+}
+
+/*
+ * Waits for the workers to exit before they are joined, naming every
+ * FREE_REPORT_NS each that has not and why: a free never waits
+ * silently.
+ */
+static void await_exit_aloud(struct agr_scheduler *s)
+{
+	uint64_t start = agr__now_ns(), next = start;
+	int i;
+
+	for (;;) {
+		next += FREE_REPORT_NS;
+		if (agr__scheduler_await(s, next) == 0)
+			return;
+		for (i = 0; i < s->parallelism; i++)
+			if (!agr__worker_exited(s->workers[i]))
+				report_unjoined(s->workers[i],
+						agr__now_ns() - start);
+	}
+}
+
 void agr__scheduler_free(struct agr_scheduler *s)
 {
 	int i;
@@ -509,6 +553,7 @@ void agr__scheduler_free(struct agr_scheduler *s)
 		return;
 	agr__scheduler_dispose(s, true);
 	registry_remove(s);
+	await_exit_aloud(s);
 	for (i = 0; i < s->parallelism; i++)
 		agr__worker_join(s->workers[i]);
 	drop_leftovers(s);

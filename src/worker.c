@@ -132,6 +132,8 @@ struct agr_worker {
 	 * orphan_lock (see agr__worker_post).
 	 */
 	atomic_bool exited;
+	/* Set when it begins to tear down: what holds a free is the kernel. */
+	atomic_bool tearing_down;
 	pthread_mutex_t orphan_lock;
 
 	/* Owned by the worker thread once it runs. */
@@ -1342,6 +1344,7 @@ static void tear_down(struct agr_worker *w)
 	uint64_t now, cancel_at = 0;
 
 	w->closing = true;
+	atomic_store_explicit(&w->tearing_down, true, memory_order_relaxed);
 	drop_raw(w);
 	drop_inbox(w);
 	while (w->inflight > 0) {
@@ -1486,6 +1489,7 @@ int agr__worker_new(const struct agr__worker_config *cfg,
 	atomic_init(&w->force, false);
 	atomic_init(&w->interrupted, false);
 	atomic_init(&w->exited, false);
+	atomic_init(&w->tearing_down, false);
 	atomic_init(&w->ring_ready, false);
 	pthread_mutex_init(&w->orphan_lock, NULL);
 	w->ring_fd = -1;
@@ -1550,6 +1554,11 @@ const char *agr__worker_name(const struct agr_worker *w)
 bool agr__worker_exited(const struct agr_worker *w)
 {
 	return atomic_load(&w->exited);
+}
+
+bool agr__worker_tearing_down(const struct agr_worker *w)
+{
+	return atomic_load_explicit(&w->tearing_down, memory_order_relaxed);
 }
 
 bool agr__worker_closing(const struct agr_worker *w)

@@ -127,6 +127,12 @@ const char *agr__worker_name(const struct agr_worker *w);
 /* True once the thread has left its loop (any thread may ask). */
 bool agr__worker_exited(const struct agr_worker *w);
 
+/*
+ * True once a force stop began to tear it down (any thread may ask):
+ * what keeps it from exiting then is the kernel's I/O, not a task.
+ */
+bool agr__worker_tearing_down(const struct agr_worker *w);
+
 /* True while it tears down: it submits nothing more (its own thread). */
 bool agr__worker_closing(const struct agr_worker *w);
 

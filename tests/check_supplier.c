@@ -463,6 +463,74 @@ START_TEST(free_without_stop_forces_and_joins)
 }
 END_TEST
 
+/* A task blocked in a call that ignores agr_worker_interrupted(). */
+struct deaf {
+	struct tu_latch started, release;
+};
+
+static void block_until_released(void *arg)
+{
+	struct deaf *t = arg;
+
+	tu_latch_count_down(&t->started);
+	TU_EXPECT(tu_latch_wait(&t->release, TU_LONG_NS * 2));
+}
+
+struct freer {
+	agr_supplier *sup;
+	atomic_bool returned;
+};
+
+static void *free_in_thread(void *arg)
+{
+	struct freer *f = arg;
+
+	agr_supplier_free(f->sup);
+	atomic_store(&f->returned, true);
+	return NULL;
+}
+
+/*
+ * A task blocked in a call holds agr_supplier_free() (C cannot stop a
+ * thread): the free names the worker and the cause within 5 s, rather
+ * than wait in silence, and returns once the task does.
+ */
+START_TEST(free_names_a_task_that_holds_it)
+{
+	agr_supplier *sup = new_supplier("deaf", 1);
+	agr_scheduler *s = lookup(sup, &order);
+	struct freer f = { .sup = sup, .returned = false };
+	struct tu_logbook book;
+	struct deaf t;
+	uint64_t before;
+	pthread_t th;
+	int n;
+
+	tu_logbook_init(&book);
+	agr_set_log_hook(tu_logbook_keep, &book);
+	tu_latch_init(&t.started, 1);
+	tu_latch_init(&t.release, 1);
+	ck_assert_int_eq(agr_scheduler_schedule(s, 0, block_until_released,
+						&t), 0);
+	ck_assert(tu_latch_wait(&t.started, TU_LONG_NS));
+	before = tu_now_ns();
+	ck_assert_int_eq(pthread_create(&th, NULL, free_in_thread, &f), 0);
+	n = tu_logbook_wait(&book, AGR_LOG_WARN, "agr_supplier_free()",
+			    "deaf-Order-0", "has not returned", 8000 * MS);
+	if (n < 1)
+		tu_logbook_dump(&book);
+	ck_assert_msg(n >= 1, "nothing named the task that holds the free");
+	ck_assert_uint_lt(tu_now_ns() - before, 8000 * MS);
+	ck_assert(!atomic_load(&f.returned));
+	tu_latch_count_down(&t.release);
+	pthread_join(th, NULL);
+	ck_assert(atomic_load(&f.returned));
+	agr_set_log_hook(NULL, NULL);
+	tu_latch_destroy(&t.started);
+	tu_latch_destroy(&t.release);
+}
+END_TEST
+
 static Suite *suite(void)
 {
 	Suite *s = suite_create("supplier");
@@ -482,6 +550,7 @@ static Suite *suite(void)
 	tcase_add_test(tc, borrowed_view_cannot_stop_the_owner);
 	tcase_add_test(tc, view_lookup_fails_after_owner_stops);
 	tcase_add_test(tc, free_without_stop_forces_and_joins);
+	tcase_add_test(tc, free_names_a_task_that_holds_it);
 	suite_add_tcase(s, tc);
 	return s;
 }

@@ -205,12 +205,13 @@ AGR_API int agr_supplier_force_stop(agr_supplier *sup);
 /*
  * Frees the supplier. If it was not stopped, forces a stop first. Joins
  * every worker thread (so it blocks while a task is stuck in a blocking
- * call, and while the kernel has not ended a cancelled operation, each
- * worker naming what it waits for every 5 s; a zero-copy send's
- * notification is given up on 10 s into the force stop, see
- * agr_io_send_zc()), closes the rings and frees every scheduler: no
- * scheduler handle may be used after it. Freeing a view frees only the view.
- * NULL is a no-op.
+ * call, and while the kernel has not ended a cancelled operation; it
+ * names every 5 s each worker that has not ended and why, a task that
+ * has not returned or the kernel's I/O, and each such worker names the
+ * I/O it waits for; a zero-copy send's notification is given up on
+ * 10 s into the force stop, see agr_io_send_zc()), closes the rings and
+ * frees every scheduler: no scheduler handle may be used after it.
+ * Freeing a view frees only the view. NULL is a no-op.
  */
 AGR_API void agr_supplier_free(agr_supplier *sup);
 
