@@ -2,8 +2,9 @@
 /*
  * io_ext_sockets.c - check_io_ext's socket cases: a multishot receive
  * into a provided buffer ring (intact, and ended by a force stop), and a
- * zero-copy send (its completion and notification, and a force stop
- * that gives up on a notification from a peer that never reads).
+ * zero-copy send (its completion and notification, and a force stop,
+ * or a dispatcher's free, that gives up on a notification from a peer
+ * that never reads).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -442,10 +443,142 @@ START_TEST(force_stop_gives_up_on_a_zero_copy_notification)
 }
 END_TEST
 
+/* ---- the same through a dispatcher ---- */
+
+static const agr_named_aggregate zc_order = { "sales", "Order" };
+
+struct zc_msg {
+	struct zc_stall z;
+	agr_message m;
+	agr_exchange *ex;
+	atomic_int status, completions;
+	struct tu_latch completed;
+};
+
+/* The send's result completes the exchange; the notification may not. */
+static void on_zc_result(int res, unsigned flags, void *arg)
+{
+	struct zc_msg *zm = arg;
+
+	on_zc_stall(res, flags, &zm->z);
+	if (!(flags & IORING_CQE_F_NOTIF))
+		agr_exchange_done(zm->ex, res < 0 ? res : 0);
+}
+
+static int send_big_fn(agr_exchange *ex, void *arg)
+{
+	struct zc_msg *zm = arg;
+	int ret;
+
+	zm->ex = ex;
+	ret = agr_io_send_zc(agr_exchange_worker(ex), zm->z.fd, zm->z.buf,
+			     ZC_BIG, MSG_NOSIGNAL, on_zc_result, zm);
+	return ret < 0 ? ret : AGR_PENDING;
+}
+
+static void zc_completed(agr_message *msg, int status, void *arg)
+{
+	struct zc_msg *zm = arg;
+
+	(void)msg;
+	atomic_store(&zm->status, status);
+	atomic_fetch_add(&zm->completions, 1);
+	tu_latch_count_down(&zm->completed);
+}
+
+/* A started dispatcher on g's supplier, owning it, with zm's function. */
+static agr_dispatcher *zc_dispatcher(struct rig *g, struct zc_msg *zm)
+{
+	agr_dispatcher_options o = AGR_DISPATCHER_OPTIONS_INIT;
+	agr_dispatcher *d = NULL;
+
+	o.name = "zcd";
+	o.named_aggregate = zc_order;
+	o.parallelism = 1;
+	o.supplier = g->sup;
+	o.owns_supplier = true;
+	o.on_complete = zc_completed;
+	o.complete_arg = zm;
+	ck_assert_int_eq(agr_dispatcher_new(&o, &d), 0);
+	ck_assert_int_eq(agr_dispatcher_register(d, "send", send_big_fn, zm),
+			 0);
+	ck_assert_int_eq(agr_dispatcher_start(d), 0);
+	return d;
+}
+
+struct dfreer {
+	agr_dispatcher *d;
+	struct tu_latch done;
+};
+
+static void *free_dispatcher(void *arg)
+{
+	struct dfreer *f = arg;
+
+	agr_dispatcher_free(f->d);
+	tu_latch_count_down(&f->done);
+	return NULL;
+}
+
+/*
+ * Issue 29's second try: the function completes its message on the
+ * send's result, and the notification never comes (the peer does not
+ * read). agr_dispatcher_free() used to wait silently for the peer, and
+ * say only that a group had messages queued; now the worker names the
+ * notification within 5 s and the free returns once it is given up on.
+ */
+START_TEST(dispatcher_free_gives_up_on_a_zero_copy_notification)
+{
+	struct zc_msg zm = { .z = { .fd = -1 } };
+	int client, server;
+	struct dfreer f;
+	uint64_t before;
+	pthread_t th;
+	struct rig g;
+
+	zm.z.buf = calloc(1, ZC_BIG);
+	ck_assert_ptr_nonnull(zm.z.buf);
+	tcp_pair(&client, &server);
+	zm.z.fd = client;
+	tu_latch_init(&zm.completed, 1);
+	tu_tally_init(&zc_reports);
+	agr_set_log_hook(zc_log_hook, NULL);
+	rig_up(&g, 0);
+	f.d = zc_dispatcher(&g, &zm);
+	zm.m = (agr_message){ .aggregate_id = "order-1", .type = "send" };
+	ck_assert_int_eq(agr_dispatcher_send(f.d, &zm.m), 0);
+	ck_assert(tu_latch_wait(&zm.completed, TU_LONG_NS));
+	ck_assert_int_eq(atomic_load(&zm.status), 0);
+	ck_assert_int_gt(wait_unread(server), 0);
+
+	before = tu_now_ns();
+	tu_latch_init(&f.done, 1);
+	ck_assert_int_eq(pthread_create(&th, NULL, free_dispatcher, &f), 0);
+	ck_assert_msg(tu_tally_wait(&zc_reports, 1, 8000 * MS),
+		      "nothing named the notification within 5 s");
+	ck_assert_uint_lt(tu_now_ns() - before, 8000 * MS);
+	ck_assert_msg(tu_latch_wait(&f.done, TU_LONG_NS),
+		      "agr_dispatcher_free() still waits for the peer");
+	pthread_join(th, NULL);
+	ck_assert_int_eq(atomic_load(&zm.completions), 1);
+	ck_assert_int_eq(atomic_load(&zm.z.calls), 2);
+	ck_assert_int_eq(atomic_load(&zm.z.last_res), -ETIMEDOUT);
+	ck_assert(atomic_load(&zm.z.last_flags) & IORING_CQE_F_NOTIF);
+	agr_set_log_hook(NULL, NULL);
+	close(server);
+	close(client);
+	free(zm.z.buf);
+	tu_latch_destroy(&f.done);
+	tu_latch_destroy(&zm.completed);
+	tu_tally_destroy(&zc_reports);
+}
+END_TEST
+
 void io_ext_socket_tests(TCase *c)
 {
 	tcase_add_test(c, multishot_recv_with_buffer_ring_is_intact);
 	tcase_add_test(c, multishot_recv_ends_on_force_stop);
 	tcase_add_test(c, zero_copy_send_reports_completion_and_notification);
 	tcase_add_test(c, force_stop_gives_up_on_a_zero_copy_notification);
+	tcase_add_test(c, dispatcher_free_gives_up_on_a_zero_copy_notification);
 }
