@@ -49,10 +49,18 @@ rule "a force stop ends a pending message" dispatcher.h \
 	"A force stop does not finish a pending function"
 rule "AGR_DISCARDED: no function saw it" dispatcher.h \
 	man3/agr_dispatcher_new.3 "-ECANCELED becomes AGR_INTERRUPTED"
+rule "a function's own -EINTR reads as AGR_INTERRUPTED" dispatcher.h \
+	man3/agr_dispatcher_new.3 "A function's own -EINTR has the value of AGR_INTERRUPTED"
 rule "a free waits, and names what it waits for" supplier.h \
 	man3/agr_supplier_free.3 "every 5 s"
 rule "a supplier's free names each worker that has not ended" supplier.h \
 	man3/agr_supplier_free.3 "names every 5 s each worker that has not ended"
+rule "a pending function cannot hold a dispatcher's free" dispatcher.h \
+	man3/agr_dispatcher_free.3 \
+	"only a function blocked in a call, or I/O the kernel does not cancel, can keep it waiting" \
+	"It blocks while a function never calls"
+rule "a dispatcher's free and a zero-copy notification" dispatcher.h \
+	man3/agr_dispatcher_free.3 "given up on 10 s into the force stop"
 rule "a zero-copy notification is given up on" io.h \
 	man3/agr_io_send_zc.3 "gives up 10 s into the stop"
 rule "what becomes of a zero-copy buffer then" io.h \

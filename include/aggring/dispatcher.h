@@ -60,7 +60,10 @@ extern "C" {
  * happened (a write landed, its fsync was cancelled): redeliver it only
  * if handling it twice is harmless (an idempotent function, a request
  * id). A function's -ECANCELED always becomes AGR_INTERRUPTED, so that
- * AGR_DISCARDED only ever means "no function saw it".
+ * AGR_DISCARDED only ever means "no function saw it". A function's own
+ * -EINTR has the value of AGR_INTERRUPTED, so it reads (and is
+ * counted) as interrupted too: return another errno for a failure of
+ * its own.
  */
 #define AGR_INTERRUPTED (-EINTR)
 
@@ -283,7 +286,10 @@ AGR_API int agr_dispatcher_force_stop(agr_dispatcher *d);
  * in a call, or I/O the kernel does not cancel, can keep it waiting,
  * and then it logs what it waits for, by dispatcher, group, message
  * type and age, every 5 s), frees the dispatcher and, with
- * owns_supplier, the supplier. Not from one of its workers. NULL is a
+ * owns_supplier, the supplier, which waits for its workers as
+ * agr_supplier_free() does: a zero-copy send's notification that a
+ * peer holds is named every 5 s and given up on 10 s into the force
+ * stop (agr_io_send_zc()). Not from one of its workers. NULL is a
  * no-op.
  */
 AGR_API void agr_dispatcher_free(agr_dispatcher *d);
