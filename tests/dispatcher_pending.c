@@ -89,6 +89,43 @@ START_TEST(force_stop_ends_a_pending_function_that_never_finishes)
 }
 END_TEST
 
+/*
+ * Issue 29's silent spot: agr_dispatcher_free() alone, no stop before
+ * it, on a function that returned AGR_PENDING and never finishes. The
+ * free forces the stop, which ends the message (AGR_INTERRUPTED) and
+ * names it, as a graceful stop's report would; then the free returns.
+ */
+START_TEST(free_alone_ends_a_pending_function_and_says_so)
+{
+	struct tmsg t1;
+	struct held h;
+	agr_dispatcher_options o;
+	agr_dispatcher *d;
+	uint64_t before;
+
+	held_init(&h);
+	logbook_open();
+	o = owned_options(1, 8, &h.j);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, hold_first, &h);
+	start(d);
+	tmsg_init(&t1, "order-1", 1);
+	t1.m.type = "lost-callback";
+	send_ok(d, &t1);
+	ck_assert(tu_latch_wait(&h.started, TU_LONG_NS));
+	before = tu_now_ns();
+	agr_dispatcher_free(d);
+	ck_assert_uint_lt(tu_now_ns() - before, FORCE_BOUND_NS);
+	ck_assert_int_eq(t1.status, AGR_INTERRUPTED);
+	ck_assert_int_eq(atomic_load(&t1.completions), 1);
+	ASSERT_LOGGED("orders: force stop: group",
+		      "ended its message of type \"lost-callback\"",
+		      "AGR_INTERRUPTED");
+	logbook_close();
+	held_destroy(&h);
+}
+END_TEST
+
 /* A receive whose callback loses the exchange: it never finishes. */
 struct lost_recv {
 	struct journal j;
@@ -412,6 +449,7 @@ void dispatcher_pending_tests(TCase *core)
 	tcase_add_loop_test(
 		core, force_stop_discards_a_pending_message_once_its_io_is_gone,
 		0, 2);
+	tcase_add_test(core, free_alone_ends_a_pending_function_and_says_so);
 	tcase_add_test(core, free_names_the_function_it_waits_for);
 	tcase_add_test(core, graceful_timeout_names_what_holds_it);
 	tcase_add_test(core, graceful_timeout_names_io_in_flight);
