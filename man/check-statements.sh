@@ -65,6 +65,8 @@ rule "a zero-copy notification is given up on" io.h \
 	man3/agr_io_send_zc.3 "gives up 10 s into the stop"
 rule "what becomes of a zero-copy buffer then" io.h \
 	man3/agr_io_send_zc.3 "the kernel holds its own page references"
+rule "a supplier's free and a zero-copy buffer" io.h \
+	man3/agr_supplier_free.3 "until the peer reads or closes"
 
 # ---- allocation ----
 rule "a forwarded agr_exchange_done() never allocates" dispatcher.h \
