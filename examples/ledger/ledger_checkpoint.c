@@ -260,6 +260,50 @@ int checkpoint_load(const char *dir, struct accounts *accounts,
 	return 0;
 }
 
+/* Reads the header of checkpoint seq into prev; false if it has none. */
+static bool read_head(const char *dir, uint64_t seq, struct checkpoint *prev)
+{
+	char path[PATH_MAX], *buf;
+	struct parsed c = { 0 };
+	const char *p;
+	size_t len = 0;
+	bool ok;
+
+	checkpoint_path(path, sizeof(path), dir, seq, "ckpt");
+	if (read_whole(path, &buf, &len) < 0) {
+		free(buf);
+		return false;
+	}
+	p = buf;
+	ok = parse_head(&c, &p, buf + len) && c.seq == seq;
+	if (ok) {
+		*prev = (struct checkpoint){ .seq = seq, .pos = c.pos,
+					     .npos = c.npos, .size = len,
+					     .events = c.events };
+		c.pos = NULL;
+	}
+	free(c.pos);
+	free(buf);
+	return ok;
+}
+
+int checkpoint_before(const char *dir, uint64_t seq, struct checkpoint *prev)
+{
+	uint64_t *seqs;
+	size_t n, i = 0;
+	int ret = list_checkpoints(dir, &seqs, &n);
+
+	*prev = (struct checkpoint){ 0 };
+	if (ret < 0)
+		return ret;
+	while (i < n && seqs[i] >= seq)
+		i++;
+	if (i < n)
+		read_head(dir, seqs[i], prev);
+	free(seqs);
+	return 0;
+}
+
 bool checkpoint_journal_intact(int fd, uint64_t from)
 {
 	struct stat st;
@@ -425,6 +469,16 @@ static int commit(struct cycle *c, const struct checkpoint_builder *b, uint64_t 
 	return 0;
 }
 
+static uint64_t pos_sum(const uint64_t *pos, unsigned n)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < n; i++)
+		sum += pos[i];
+	return sum;
+}
+
 /* The positions of the new checkpoint: ends, else the base's. */
 static unsigned new_positions(const struct checkpoint *base,
 			      const uint64_t *ends, unsigned nends,
@@ -560,15 +614,14 @@ int checkpoint_builder_take(struct checkpoint_builder *b,
 		builder_reset(b);
 		return ret;
 	}
-	if (st) {
+	if (st)
 		*st = (struct checkpoint_stats){
 			.seq = seq, .size = b->len,
 			.records = b->lines - 1 - npos, .events = b->events,
+			.journal_pos = pos_sum(pos, npos),
+			.base_pos = pos_sum(b->base.pos, b->base.npos),
 			.freed = c.freed, .duration_ns = now_ns() - t0,
 		};
-		for (i = 0; i < npos; i++)
-			st->journal_pos += pos[i];
-	}
 	become_base(b, seq, pos, npos);
 	return 0;
 }

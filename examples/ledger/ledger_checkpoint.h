@@ -70,6 +70,17 @@ int checkpoint_load(const char *dir, struct accounts *accounts,
 		    void (*xfer)(void *arg, const struct record *rec),
 		    void *arg, struct checkpoint *cp);
 
+/*
+ * The fallback a restart keeps beside checkpoint `seq`, as compaction
+ * left it: the newest checkpoint file of `dir` older than `seq`, its
+ * header only (seq, positions, events, size; not its CRC: what its
+ * positions say is where the journal was freed, valid or not). prev->seq
+ * is 0 if there is none, or no readable header. Returns 0 or a negative
+ * errno (reading the directory failed); prev->pos is the caller's, to
+ * free().
+ */
+int checkpoint_before(const char *dir, uint64_t seq, struct checkpoint *prev);
+
 /* The position checkpoint cp starts journal `idx` at. */
 static inline uint64_t checkpoint_pos(const struct checkpoint *cp,
 				      unsigned idx)
@@ -125,6 +136,8 @@ struct checkpoint_stats {
 	uint64_t records;     /* its records */
 	uint64_t events;      /* journal records it added to the last one */
 	uint64_t journal_pos; /* the sum of its positions */
+	uint64_t base_pos;    /* ...of the one it was built on, now the
+			       * fallback: the journal before is freed */
 	uint64_t freed;	      /* journal bytes punched */
 	uint64_t duration_ns;
 };

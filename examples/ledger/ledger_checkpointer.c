@@ -33,6 +33,14 @@ struct checkpointer {
 	struct checkpointer_stats st;
 	uint64_t taken_ns;	 /* when the current one was taken */
 	uint64_t events_at;	 /* bank_changes() it covers */
+	/*
+	 * The journal kept on disk: from the fallback's positions (the
+	 * checkpoint before the current one; the journals' start before
+	 * there is one), which compaction freed the journal up to. The
+	 * thresholds count it, so that what is kept stays within one.
+	 */
+	uint64_t kept_pos;	 /* the sum of the fallback's positions */
+	uint64_t kept_events;	 /* records from there to the current one */
 	uint64_t retry_ns;	 /* after a failure, no cycle before this */
 	struct checkpoint_trace crash_trace; /* --crash-after checkpoint-* */
 	struct checkpoint_options crash_opts;
@@ -55,11 +63,19 @@ static uint64_t read_ends(struct checkpointer *c)
 	return sum;
 }
 
-/* Whether the journals have grown past a threshold; under the lock. */
+/*
+ * Whether the journal kept has grown past a threshold; under the lock.
+ * It is counted from the fallback, not from the current checkpoint: a
+ * cycle makes the current one the fallback and frees the journal
+ * before it, so what stays on disk is under one threshold (and the
+ * cycle after one that covered a threshold comes at once).
+ */
 static bool due(struct checkpointer *c, uint64_t sum, uint64_t events)
 {
-	return (c->o.bytes && sum - c->st.position >= c->o.bytes) ||
-	       (c->o.events && events - c->events_at >= c->o.events);
+	return (c->o.bytes && sum > c->kept_pos &&
+		sum - c->kept_pos >= c->o.bytes) ||
+	       (c->o.events &&
+		c->kept_events + (events - c->events_at) >= c->o.events);
 }
 
 /* --crash-after checkpoint-*: dies at that step of a cycle. */
@@ -101,6 +117,8 @@ static void cycle(struct checkpointer *c, uint64_t events)
 	}
 	c->st.taken++;
 	c->st.seq = cs.seq;
+	c->kept_pos = cs.base_pos; /* freed before it: the fallback now */
+	c->kept_events = cs.events;
 	c->st.position = cs.journal_pos;
 	c->st.size = cs.size;
 	c->st.duration_ns = cs.duration_ns;
@@ -144,10 +162,42 @@ static void *checkpointer_main(void *arg)
 	return NULL;
 }
 
+/*
+ * Where a restart stands: the checkpoint replay started from is the
+ * current one, and the journal kept starts at the checkpoint before it
+ * on disk (checkpoint_before()), up to which the cycle that made it
+ * freed the journal; with none, at the journals' start (none was freed,
+ * or, the fallback gone, the kept journal is overcounted: a cycle then
+ * comes early, never late). The records replayed after the current one
+ * are kept too.
+ */
+static void start_from(struct checkpointer *c, const struct replay_result *r)
+{
+	const struct checkpoint *cp = &r->checkpoint;
+	struct checkpoint prev;
+	bool before = true;
+	unsigned i;
+
+	c->st.seq = cp->seq;
+	c->st.size = cp->size;
+	for (i = 0; i < cp->npos; i++)
+		c->st.position += cp->pos[i];
+	c->kept_events = cp->events + r->events;
+	if (!cp->seq || checkpoint_before(c->dir, cp->seq, &prev) < 0)
+		return;
+	for (i = 0; i < prev.npos; i++) /* a damaged header: not used */
+		before = before && prev.pos[i] <= checkpoint_pos(cp, i);
+	if (prev.seq && before && prev.events <= cp->events) {
+		for (i = 0; i < prev.npos; i++)
+			c->kept_pos += prev.pos[i];
+		c->kept_events -= prev.events;
+	}
+	free(prev.pos);
+}
+
 struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
 					unsigned nworkers,
-					const uint64_t *ends, unsigned nends,
-					const struct checkpoint *cp,
+					const struct replay_result *r,
 					const struct checkpointer_options *o)
 {
 	struct checkpointer *c = xcalloc(1, sizeof(*c));
@@ -159,18 +209,15 @@ struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
 	c->builder = checkpoint_builder_new(dir);
 	c->bank = bank;
 	c->nworkers = nworkers;
-	c->nends = nends > nworkers ? nends : nworkers;
+	c->nends = r->nends > nworkers ? r->nends : nworkers;
 	c->ends = xcalloc(c->nends, sizeof(*c->ends));
-	for (i = 0; i < nends; i++)
-		c->ends[i] = ends[i];
+	for (i = 0; i < r->nends; i++)
+		c->ends[i] = r->ends[i];
 	c->o = *o;
 	c->crash_trace = (struct checkpoint_trace){ crash_step, c };
 	c->crash_opts = (struct checkpoint_options){ &c->crash_trace,
 						     CHECKPOINT_BUG_NONE };
-	c->st.seq = cp->seq;
-	c->st.size = cp->size;
-	for (i = 0; i < cp->npos; i++)
-		c->st.position += cp->pos[i];
+	start_from(c, r);
 	c->taken_ns = now_ns(); /* its age counts from this start */
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -198,6 +245,7 @@ void checkpointer_get_stats(struct checkpointer *c,
 	for (i = c->nworkers; i < c->nends; i++)
 		sum += c->ends[i];
 	st->journal_bytes = sum > c->st.position ? sum - c->st.position : 0;
+	st->journal_kept = sum > c->kept_pos ? sum - c->kept_pos : 0;
 	st->age_ns = c->st.seq ? now_ns() - c->taken_ns : 0;
 	pthread_mutex_unlock(&c->lock);
 }

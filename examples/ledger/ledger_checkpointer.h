@@ -1,9 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ledger_checkpointer.h - when ledger_server takes its checkpoints
- * (ledger_checkpoint.h): on a thread of its own, once the journals
- * have grown by --checkpoint-bytes or --checkpoint-events since the
- * last one, and a last time at a clean stop.
+ * (ledger_checkpoint.h): on a thread of its own, once the journal kept
+ * on disk has grown to --checkpoint-bytes or --checkpoint-events, and
+ * a last time at a clean stop.
+ *
+ * The journal kept is what follows the fallback checkpoint's positions
+ * (the one before the current one, kept for a current one found
+ * damaged; before there is one, the journals' start): a cycle frees the
+ * journal before them. Counting the thresholds there, not from the
+ * current checkpoint, keeps the journal on disk under one threshold
+ * (plus what is journaled while a cycle is noticed and written), so
+ * that the disk holds about two checkpoints (three while one is
+ * written), one threshold of journal and the zeros the journals write
+ * ahead. The price: the cycle after one that covered a threshold is
+ * due at once, so a checkpoint is written about twice per threshold
+ * (each replays only the records since the one before, so the replay
+ * work is the same; the state's size is written twice as often); and
+ * a restart after a damaged current checkpoint replays at most about
+ * one threshold.
  *
  * The thread reads only what the journals have made durable (each
  * journal's durable_end) and the files; it never touches a worker's
@@ -22,11 +37,12 @@
 
 #include "ledger_accounts.h"
 #include "ledger_checkpoint.h"
+#include "ledger_replay.h"
 
 /*
  * Defaults: a restart replays at most about this much (replay runs at
  * some 400,000 events/s on a small machine: well under a second), and
- * a cycle replays as much once more on the checkpoint's thread.
+ * the cycles replay as much once more on the checkpoint's thread.
  */
 #define CHECKPOINT_BYTES_DEFAULT (16ull << 20) /* --checkpoint-bytes */
 #define CHECKPOINT_EVENTS_DEFAULT 100000ull    /* --checkpoint-events */
@@ -40,8 +56,8 @@ enum checkpoint_crash {
 };
 
 struct checkpointer_options {
-	uint64_t bytes;	 /* journal bytes since the last; 0: never by size */
-	uint64_t events; /* events since the last; 0: never by count */
+	uint64_t bytes;	 /* journal bytes kept; 0: never by size */
+	uint64_t events; /* events kept; 0: never by count */
 	enum checkpoint_crash crash; /* tests */
 };
 
@@ -54,6 +70,9 @@ struct checkpointer_stats {
 	uint64_t duration_ns;	 /* the last cycle's */
 	uint64_t age_ns;	 /* since it was taken; 0 with seq 0 */
 	uint64_t journal_bytes;	 /* durable journal bytes after it */
+	uint64_t journal_kept;	 /* ...after the fallback, the one before
+				  * it: the journal kept, which the
+				  * thresholds count */
 	uint64_t freed;		 /* journal bytes freed, since the start */
 	bool running;		 /* a cycle is in progress */
 };
@@ -62,14 +81,14 @@ struct checkpointer;
 
 /*
  * Starts the thread for `dir`, whose journals 0 to nworkers - 1 are the
- * bank's; ends[0, nends) are where replay found each journal-I.log to
- * end (the position a journal not written by this run stays at), and
- * cp the checkpoint replay started from. A failure ends the program.
+ * bank's, from what replay found there (r): each journal-I.log's end
+ * (the position a journal not written by this run stays at), the
+ * checkpoint replay started from and the records after it. A failure
+ * ends the program.
  */
 struct checkpointer *checkpointer_start(const char *dir, struct bank *bank,
 					unsigned nworkers,
-					const uint64_t *ends, unsigned nends,
-					const struct checkpoint *cp,
+					const struct replay_result *r,
 					const struct checkpointer_options *o);
 
 /* A snapshot of the counters; any thread. */

@@ -49,7 +49,20 @@ static const char usage_text[] =
 	"  fixed: before AUTH at most 10 arguments and bulks of 16 KiB; a "
 	"\"POST\" or\n"
 	"         \"Host:\" line closes the connection (cross-protocol "
-	"scripting)\n";
+	"scripting)\n"
+	"  checkpoints: the next once the journal kept on disk (from the "
+	"checkpoint\n"
+	"         before the current one, kept for a damaged current one) "
+	"reaches\n"
+	"         --checkpoint-bytes or --checkpoint-events; about two are "
+	"written per\n"
+	"         threshold. The disk stays under 2 x (checkpoint + "
+	"threshold) while a\n"
+	"         checkpoint plus the journal's zeros ahead and what comes "
+	"in while one\n"
+	"         is written stay under the threshold: a state larger "
+	"than the threshold\n"
+	"         cannot meet that bound, so raise the threshold with it\n";
 
 /* --client-output-buffer-limit "HARD SOFT SECONDS", as Redis's normal. */
 static void parse_output_limit(const char *s, struct config *c)

@@ -84,15 +84,15 @@
  * first checkpoint cycle that reaches it (written but not fsync'd;
  * renamed but the directory not fsync'd; one journal freed of two).
  *
- * Checkpoints (ledger_checkpoint.h): once the journals have grown by
- * --checkpoint-bytes (16 MiB) or --checkpoint-events (100,000) since
- * the last checkpoint, a thread of its own writes the next one from
- * the last one and the journals' durable bytes, without stopping the
- * workers; and a last one at a clean stop. A restart loads the newest
- * valid checkpoint and replays only the journal after it. The journal
- * blocks before the previous checkpoint's positions are freed
- * (fallocate PUNCH_HOLE). --no-checkpoints: none (the journals only
- * grow, and a restart replays them all).
+ * Checkpoints (ledger_checkpoint.h): once the journal kept on disk, from
+ * the previous checkpoint's positions (ledger_checkpointer.h), has grown
+ * to --checkpoint-bytes (16 MiB) or --checkpoint-events (100,000), a
+ * thread of its own writes the next one from the last one and the
+ * journals' durable bytes, without stopping the workers; and a last one
+ * at a clean stop. A restart loads the newest valid checkpoint and
+ * replays only the journal after it. The journal blocks before the
+ * previous checkpoint's positions are freed (fallocate PUNCH_HOLE).
+ * --no-checkpoints: none (the journals only grow; a restart replays all).
  *
  * Threads and rings. One supplier, one scheduler ("bank"/"Account") of
  * N workers, each a thread with its own io_uring ring, and one
@@ -290,12 +290,16 @@ static int ledger_metrics(void *arg, char *buf, size_t cap)
 		"bytes a restart would replay.\n"
 		"# TYPE ledger_journal_bytes_since_checkpoint gauge\n"
 		"ledger_journal_bytes_since_checkpoint %" PRIu64 "\n"
+		"# HELP ledger_journal_bytes_kept Durable journal bytes after "
+		"the fallback checkpoint, kept on disk.\n"
+		"# TYPE ledger_journal_bytes_kept gauge\n"
+		"ledger_journal_bytes_kept %" PRIu64 "\n"
 		"# HELP ledger_recovery_seconds The replay at startup.\n"
 		"# TYPE ledger_recovery_seconds gauge\n"
 		"ledger_recovery_seconds %.6f\n",
 		st.ckpt.seq, st.ckpt.position, (double)st.ckpt.age_ns / 1e9,
 		st.ckpt.size, (double)st.ckpt.duration_ns / 1e9, st.ckpt.taken,
-		st.ckpt.failed, st.ckpt.journal_bytes,
+		st.ckpt.failed, st.ckpt.journal_bytes, st.ckpt.journal_kept,
 		(double)st.recovery_ns / 1e9);
 	/* then the journal's state and the clients cut off */
 	e = n < 0 ? -EINVAL : ledger_metrics_health(&st,
@@ -509,9 +513,9 @@ static void print_started(const struct server *srv, int port,
 		printf("ledger_server: recovered in %.1f ms, no checkpoint\n",
 		       (double)srv->recovery_ns / 1e6);
 	if (srv->ckpt)
-		printf("ledger_server: checkpoints every %" PRIu64
-		       " journal bytes or %" PRIu64 " events, and at a clean "
-		       "stop\n", srv->cfg.ckpt.bytes, srv->cfg.ckpt.events);
+		printf("ledger_server: checkpoints at %" PRIu64 " bytes or %"
+		       PRIu64 " events of journal kept, and at a clean stop\n",
+		       srv->cfg.ckpt.bytes, srv->cfg.ckpt.events);
 	printf("ledger_server: journal I/O %s, %s\n", journal_io_name(srv),
 	       srv->cfg.journal_sync == JOURNAL_SYNC_FDATASYNC ?
 		       "write + fdatasync" :
@@ -552,10 +556,7 @@ static int network_start(void *self)
 	bank_set_crash(srv->bank, srv->cfg.crash_after);
 	if (!srv->cfg.no_checkpoints)
 		srv->ckpt = checkpointer_start(srv->cfg.dir, srv->bank,
-					       srv->nworkers,
-					       srv->replayed.ends,
-					       srv->replayed.nends,
-					       &srv->replayed.checkpoint,
+					       srv->nworkers, &srv->replayed,
 					       &srv->cfg.ckpt);
 	if (srv->replayed.nopen)
 		printf("ledger_server: resuming %u open transfers (%lld in "
