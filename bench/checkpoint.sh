@@ -171,6 +171,24 @@ ping_after() {
 	fail "$name did not answer PING"
 }
 
+# disk_bound NAME CKPT: "(bound 2 x (checkpoint + threshold) = K KiB)",
+# the threshold being the defaults' first: 16 MiB or 100,000 events at
+# the mean record size (journal bytes over events, from the restart).
+disk_bound() {
+	local ev bytes
+	[ "$2" -gt 0 ] || return 0
+	ev=$(sed -n 's/^ledger_server: .* replayed \([0-9]*\) events .*/\1/p' \
+		"$work/$1.restart")
+	bytes=$(redis-cli -p "$p" INFO persistence | tr -d '\r' | awk -F: '
+		$1 == "checkpoint_position" || $1 == "journal_bytes_since_checkpoint" {
+			s += $2 } END { print s + 0 }')
+	awk -v ev="${ev:-0}" -v b="$bytes" -v ck="$2" 'BEGIN {
+		if (ev == 0) exit
+		t = 100000 * b / ev; if (t > 16777216) t = 16777216
+		printf "(bound 2 x (checkpoint + threshold) = %d KiB, at %.1f " \
+			"bytes an event)\n", 2 * (ck + t) / 1024, b / ev }'
+}
+
 [[ " $parts " == *" recovery "* ]] || restart_events=
 for events in $restart_events; do
 	for mode in $restart_modes; do
@@ -192,8 +210,10 @@ for events in $restart_events; do
 			"$work/$name.restart")
 		ck=$(ls -l "$work/$name"/checkpoint-*.ckpt 2>/dev/null |
 			awk '{ s = $5 } END { print s + 0 }')
+		bound=$(disk_bound "$name" "$ck")
 		echo "restart after $events events ($mode): PONG after $ms ms;" \
-			"$rec; disk $du_kib KiB, newest checkpoint $ck bytes"
+			"$rec; disk $du_kib KiB, newest checkpoint $ck bytes" \
+			"$bound"
 		echo "checkpoint,restart$events,ledger_server_$mode,ping,ms,$ms,$ms,$ms,1" \
 			>>"$results/checkpoint.csv"
 		echo "checkpoint,restart$events,ledger_server_$mode,disk,KiB,$du_kib,$du_kib,$du_kib,1" \
