@@ -64,18 +64,23 @@ static uint64_t read_ends(struct checkpointer *c)
 }
 
 /*
- * Whether the journal kept has grown past a threshold; under the lock.
- * It is counted from the fallback, not from the current checkpoint: a
- * cycle makes the current one the fallback and frees the journal
- * before it, so what stays on disk is under one threshold (and the
- * cycle after one that covered a threshold comes at once).
+ * Whether a cycle is due; under the lock. The disk keeps the journal
+ * from the fallback (the checkpoint before the current one), so the
+ * thresholds bound that: a cycle comes once the journal after the
+ * current checkpoint reaches half a threshold, or the journal kept a
+ * whole one. Cycles are then about half a threshold apart and what is
+ * kept stays under one, plus what comes in while a cycle is noticed.
  */
 static bool due(struct checkpointer *c, uint64_t sum, uint64_t events)
 {
-	return (c->o.bytes && sum > c->kept_pos &&
-		sum - c->kept_pos >= c->o.bytes) ||
-	       (c->o.events &&
-		c->kept_events + (events - c->events_at) >= c->o.events);
+	uint64_t since = sum > c->st.position ? sum - c->st.position : 0;
+	uint64_t kept = sum > c->kept_pos ? sum - c->kept_pos : 0;
+	uint64_t events_since = events - c->events_at;
+
+	return (c->o.bytes && (kept >= c->o.bytes ||
+			       2 * since >= c->o.bytes)) ||
+	       (c->o.events && (c->kept_events + events_since >= c->o.events ||
+				2 * events_since >= c->o.events));
 }
 
 /* --crash-after checkpoint-*: dies at that step of a cycle. */

@@ -1,24 +1,23 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * ledger_checkpointer.h - when ledger_server takes its checkpoints
- * (ledger_checkpoint.h): on a thread of its own, once the journal kept
- * on disk has grown to --checkpoint-bytes or --checkpoint-events, and
- * a last time at a clean stop.
+ * (ledger_checkpoint.h): on a thread of its own, once the journal after
+ * the current checkpoint has grown to half of --checkpoint-bytes or
+ * --checkpoint-events or the journal kept on disk to a whole one, and a
+ * last time at a clean stop.
  *
  * The journal kept is what follows the fallback checkpoint's positions
  * (the one before the current one, kept for a current one found
  * damaged; before there is one, the journals' start): a cycle frees the
- * journal before them. Counting the thresholds there, not from the
- * current checkpoint, keeps the journal on disk under one threshold
- * (plus what is journaled while a cycle is noticed and written), so
- * that the disk holds about two checkpoints (three while one is
- * written), one threshold of journal and the zeros the journals write
- * ahead. The price: the cycle after one that covered a threshold is
- * due at once, so a checkpoint is written about twice per threshold
- * (each replays only the records since the one before, so the replay
- * work is the same; the state's size is written twice as often); and
- * a restart after a damaged current checkpoint replays at most about
- * one threshold.
+ * journal before them. Cycles half a threshold apart keep the journal
+ * on disk under one threshold (plus what is journaled while a cycle is
+ * noticed and written), so that the disk holds about two checkpoints
+ * (three while one is written), one threshold of journal and the zeros
+ * the journals write ahead. The price: a checkpoint is written about
+ * twice per threshold (each replays only the records since the one
+ * before, so the replay work is the same; the state's size is written
+ * twice as often). A restart replays at most about half a threshold,
+ * and after a damaged current checkpoint about one.
  *
  * The thread reads only what the journals have made durable (each
  * journal's durable_end) and the files; it never touches a worker's
