@@ -1319,9 +1319,10 @@ static void abandon_notifications(struct agr_worker *w)
 
 /*
  * Submits and waits for a completion, or TEARDOWN_TICK_NS at most: a
- * look at the clock however long the kernel takes. (Under Valgrind,
- * which does not know that this call blocks, the other threads wait
- * out one tick at most.)
+ * look at the clock however long the kernel takes. (Valgrind does not
+ * know that this call blocks and keeps its lock through it, so there
+ * the other threads may wait until this worker has left its teardown,
+ * up to TEARDOWN_ZC_GIVE_UP_NS.)
  */
 static void wait_a_tick(struct agr_worker *w)
 {
