@@ -476,18 +476,9 @@ static void block_until_released(void *arg)
 	TU_EXPECT(tu_latch_wait(&t->release, TU_LONG_NS * 2));
 }
 
-struct freer {
-	agr_supplier *sup;
-	atomic_bool returned;
-};
-
-static void *free_in_thread(void *arg)
+static void free_supplier(void *sup)
 {
-	struct freer *f = arg;
-
-	agr_supplier_free(f->sup);
-	atomic_store(&f->returned, true);
-	return NULL;
+	agr_supplier_free(sup);
 }
 
 /*
@@ -499,11 +490,10 @@ START_TEST(free_names_a_task_that_holds_it)
 {
 	agr_supplier *sup = new_supplier("deaf", 1);
 	agr_scheduler *s = lookup(sup, &order);
-	struct freer f = { .sup = sup, .returned = false };
 	struct tu_logbook book;
+	struct tu_aside f;
 	struct deaf t;
 	uint64_t before;
-	pthread_t th;
 	int n;
 
 	tu_logbook_init(&book);
@@ -514,17 +504,17 @@ START_TEST(free_names_a_task_that_holds_it)
 						&t), 0);
 	ck_assert(tu_latch_wait(&t.started, TU_LONG_NS));
 	before = tu_now_ns();
-	ck_assert_int_eq(pthread_create(&th, NULL, free_in_thread, &f), 0);
+	tu_aside_start(&f, free_supplier, sup);
 	n = tu_logbook_wait(&book, AGR_LOG_WARN, "agr_supplier_free()",
 			    "deaf-Order-0", "has not returned", 8000 * MS);
 	if (n < 1)
 		tu_logbook_dump(&book);
 	ck_assert_msg(n >= 1, "nothing named the task that holds the free");
 	ck_assert_uint_lt(tu_now_ns() - before, 8000 * MS);
-	ck_assert(!atomic_load(&f.returned));
+	ck_assert(!tu_aside_wait(&f, 0));
 	tu_latch_count_down(&t.release);
-	pthread_join(th, NULL);
-	ck_assert(atomic_load(&f.returned));
+	ck_assert(tu_aside_wait(&f, TU_LONG_NS));
+	tu_aside_join(&f);
 	agr_set_log_hook(NULL, NULL);
 	tu_latch_destroy(&t.started);
 	tu_latch_destroy(&t.release);

@@ -352,19 +352,9 @@ static int block_until_released(agr_exchange *ex, void *arg)
 	return 0;
 }
 
-struct freer {
-	pthread_t thread;
-	agr_dispatcher *d;
-	atomic_bool returned;
-};
-
-static void *free_in_thread(void *arg)
+static void free_dispatcher(void *d)
 {
-	struct freer *f = arg;
-
-	agr_dispatcher_free(f->d);
-	atomic_store(&f->returned, true);
-	return NULL;
+	agr_dispatcher_free(d);
 }
 
 /*
@@ -375,7 +365,8 @@ static void *free_in_thread(void *arg)
 START_TEST(free_names_the_function_it_waits_for)
 {
 	struct blocker b;
-	struct freer f;
+	struct tu_aside f;
+	agr_dispatcher *d;
 	struct tmsg t;
 	char group[32];
 	agr_dispatcher_options o;
@@ -385,24 +376,23 @@ START_TEST(free_names_the_function_it_waits_for)
 	tu_latch_init(&b.release, 1);
 	logbook_open();
 	o = owned_options(1, 8, &b.j);
-	f.d = new_dispatcher(&o);
-	atomic_init(&f.returned, false);
-	add_fn(f.d, NULL, block_until_released, &b);
-	start(f.d);
+	d = new_dispatcher(&o);
+	add_fn(d, NULL, block_until_released, &b);
+	start(d);
 	tmsg_init(&t, "order-1", 1);
 	t.m.type = "blocked";
-	send_ok(f.d, &t);
+	send_ok(d, &t);
 	ck_assert(tu_latch_wait(&b.started, TU_LONG_NS));
-	ck_assert_int_eq(agr_dispatcher_force_stop(f.d), 0);
-	ck_assert_int_eq(pthread_create(&f.thread, NULL, free_in_thread, &f),
-			 0);
+	ck_assert_int_eq(agr_dispatcher_force_stop(d), 0);
+	tu_aside_start(&f, free_dispatcher, d);
 	snprintf(group, sizeof(group), "group %d ",
 		 agr_group_key("order-1", 8));
 	ASSERT_LOGGED("orders: agr_dispatcher_free() waits", group,
 		      "type \"blocked\"");
-	ck_assert(!atomic_load(&f.returned));
+	ck_assert(!tu_aside_wait(&f, 0));
 	tu_latch_count_down(&b.release);
-	pthread_join(f.thread, NULL);
+	ck_assert(tu_aside_wait(&f, TU_LONG_NS));
+	tu_aside_join(&f);
 	tu_assert_no_worker_failure();
 	ck_assert_int_eq(atomic_load(&t.completions), 1);
 	logbook_close();

@@ -381,18 +381,46 @@ static void send_big(void *arg)
 	tu_latch_count_down(&z->submitted);
 }
 
-struct freer {
-	agr_supplier *sup;
-	struct tu_latch done;
-};
-
-static void *free_supplier(void *arg)
+static void free_supplier(void *sup)
 {
-	struct freer *f = arg;
+	agr_supplier_free(sup);
+}
 
-	agr_supplier_free(f->sup);
-	tu_latch_count_down(&f->done);
-	return NULL;
+/*
+ * A client socket of a loopback pair (the peer's end in *server, which
+ * never reads), an 8 MiB buffer to send, and the log hook that counts
+ * the worker's reports.
+ */
+static void zc_open(struct zc_stall *z, int *server)
+{
+	z->buf = calloc(1, ZC_BIG);
+	ck_assert_ptr_nonnull(z->buf);
+	tcp_pair(&z->fd, server);
+	tu_tally_init(&zc_reports);
+	atomic_store(&zc_first_report_ms, -1);
+	agr_set_log_hook(zc_log_hook, NULL);
+}
+
+/*
+ * A free that gave up on the notification: reported first 5 s into the
+ * stop, and the callback ran a last time with -ETIMEDOUT and F_NOTIF.
+ */
+static void assert_given_up(struct zc_stall *z)
+{
+	assert_first_report_at_5_s();
+	ck_assert_int_eq(atomic_load(&z->calls), 2);
+	ck_assert_int_eq(atomic_load(&z->last_res), -ETIMEDOUT);
+	ck_assert(atomic_load(&z->last_flags) & IORING_CQE_F_NOTIF);
+}
+
+/* The peer's close releases the pages; then the buffer is ours. */
+static void zc_close(struct zc_stall *z, int server)
+{
+	agr_set_log_hook(NULL, NULL);
+	close(server);
+	close(z->fd);
+	free(z->buf);
+	tu_tally_destroy(&zc_reports);
 }
 
 /* Bytes the peer has not read; waits (bounded) until there are some. */
@@ -420,21 +448,14 @@ static int wait_unread(int fd)
 START_TEST(force_stop_gives_up_on_a_zero_copy_notification)
 {
 	struct zc_stall z = { .fd = -1 };
-	struct freer f;
-	int client, server;
+	struct tu_aside f;
 	uint64_t before, took;
-	pthread_t th;
 	struct rig g;
+	int server;
 
-	z.buf = calloc(1, ZC_BIG);
-	ck_assert_ptr_nonnull(z.buf);
-	tcp_pair(&client, &server);
-	z.fd = client;
+	zc_open(&z, &server);
 	atomic_init(&z.submit_ret, 1);
 	tu_latch_init(&z.submitted, 1);
-	tu_tally_init(&zc_reports);
-	atomic_store(&zc_first_report_ms, -1);
-	agr_set_log_hook(zc_log_hook, NULL);
 	rig_up(&g, 0);
 	run_on(&g, send_big, &z);
 	ck_assert(tu_latch_wait(&z.submitted, TU_LONG_NS));
@@ -443,28 +464,17 @@ START_TEST(force_stop_gives_up_on_a_zero_copy_notification)
 
 	before = tu_now_ns();
 	ck_assert_int_eq(agr_supplier_force_stop(g.sup), 0);
-	f.sup = g.sup;
-	tu_latch_init(&f.done, 1);
-	ck_assert_int_eq(pthread_create(&th, NULL, free_supplier, &f), 0);
+	tu_aside_start(&f, free_supplier, g.sup);
 	ck_assert_msg(tu_tally_wait(&zc_reports, 1, TU_LONG_NS),
 		      "nothing said what holds the stop");
-	ck_assert_msg(tu_latch_wait(&f.done, TU_LONG_NS),
+	ck_assert_msg(tu_aside_wait(&f, TU_LONG_NS),
 		      "agr_supplier_free() still waits for the peer");
 	took = tu_now_ns() - before;
-	pthread_join(th, NULL);
+	tu_aside_join(&f);
 	ck_assert_uint_ge(took, 4000 * MS);
-	assert_first_report_at_5_s();
-	ck_assert_int_eq(atomic_load(&z.calls), 2);
-	ck_assert_int_eq(atomic_load(&z.last_res), -ETIMEDOUT);
-	ck_assert(atomic_load(&z.last_flags) & IORING_CQE_F_NOTIF);
-	agr_set_log_hook(NULL, NULL);
-	/* The peer's close releases the pages; then the buffer is ours. */
-	close(server);
-	close(client);
-	free(z.buf);
-	tu_latch_destroy(&f.done);
+	assert_given_up(&z);
+	zc_close(&z, server);
 	tu_latch_destroy(&z.submitted);
-	tu_tally_destroy(&zc_reports);
 }
 END_TEST
 
@@ -531,18 +541,9 @@ static agr_dispatcher *zc_dispatcher(struct rig *g, struct zc_msg *zm)
 	return d;
 }
 
-struct dfreer {
-	agr_dispatcher *d;
-	struct tu_latch done;
-};
-
-static void *free_dispatcher(void *arg)
+static void free_dispatcher(void *d)
 {
-	struct dfreer *f = arg;
-
-	agr_dispatcher_free(f->d);
-	tu_latch_count_down(&f->done);
-	return NULL;
+	agr_dispatcher_free(d);
 }
 
 /*
@@ -555,49 +556,34 @@ static void *free_dispatcher(void *arg)
 START_TEST(dispatcher_free_gives_up_on_a_zero_copy_notification)
 {
 	struct zc_msg zm = { .z = { .fd = -1 } };
-	int client, server;
-	struct dfreer f;
+	agr_dispatcher *d;
+	struct tu_aside f;
 	uint64_t before;
-	pthread_t th;
 	struct rig g;
+	int server;
 
-	zm.z.buf = calloc(1, ZC_BIG);
-	ck_assert_ptr_nonnull(zm.z.buf);
-	tcp_pair(&client, &server);
-	zm.z.fd = client;
+	zc_open(&zm.z, &server);
 	tu_latch_init(&zm.completed, 1);
-	tu_tally_init(&zc_reports);
-	atomic_store(&zc_first_report_ms, -1);
-	agr_set_log_hook(zc_log_hook, NULL);
 	rig_up(&g, 0);
-	f.d = zc_dispatcher(&g, &zm);
+	d = zc_dispatcher(&g, &zm);
 	zm.m = (agr_message){ .aggregate_id = "order-1", .type = "send" };
-	ck_assert_int_eq(agr_dispatcher_send(f.d, &zm.m), 0);
+	ck_assert_int_eq(agr_dispatcher_send(d, &zm.m), 0);
 	ck_assert(tu_latch_wait(&zm.completed, TU_LONG_NS));
 	ck_assert_int_eq(atomic_load(&zm.status), 0);
 	ck_assert_int_gt(wait_unread(server), 0);
 
 	before = tu_now_ns();
-	tu_latch_init(&f.done, 1);
-	ck_assert_int_eq(pthread_create(&th, NULL, free_dispatcher, &f), 0);
+	tu_aside_start(&f, free_dispatcher, d);
 	ck_assert_msg(tu_tally_wait(&zc_reports, 1, TU_LONG_NS),
 		      "nothing named the notification");
-	ck_assert_msg(tu_latch_wait(&f.done, TU_LONG_NS),
+	ck_assert_msg(tu_aside_wait(&f, TU_LONG_NS),
 		      "agr_dispatcher_free() still waits for the peer");
-	pthread_join(th, NULL);
+	tu_aside_join(&f);
 	ck_assert_uint_ge(tu_now_ns() - before, 4000 * MS);
-	assert_first_report_at_5_s();
 	ck_assert_int_eq(atomic_load(&zm.completions), 1);
-	ck_assert_int_eq(atomic_load(&zm.z.calls), 2);
-	ck_assert_int_eq(atomic_load(&zm.z.last_res), -ETIMEDOUT);
-	ck_assert(atomic_load(&zm.z.last_flags) & IORING_CQE_F_NOTIF);
-	agr_set_log_hook(NULL, NULL);
-	close(server);
-	close(client);
-	free(zm.z.buf);
-	tu_latch_destroy(&f.done);
+	assert_given_up(&zm.z);
+	zc_close(&zm.z, server);
 	tu_latch_destroy(&zm.completed);
-	tu_tally_destroy(&zc_reports);
 }
 END_TEST
 

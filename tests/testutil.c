@@ -93,6 +93,35 @@ int tu_latch_count(struct tu_latch *l)
 	return n;
 }
 
+static void *aside_main(void *arg)
+{
+	struct tu_aside *a = arg;
+
+	a->fn(a->arg);
+	tu_latch_count_down(&a->returned);
+	return NULL;
+}
+
+void tu_aside_start(struct tu_aside *a, void (*fn)(void *), void *arg)
+{
+	a->fn = fn;
+	a->arg = arg;
+	tu_latch_init(&a->returned, 1);
+	ck_assert_int_eq(pthread_create(&a->thread, NULL, aside_main, a), 0);
+}
+
+bool tu_aside_wait(struct tu_aside *a, uint64_t timeout_ns)
+{
+	return timeout_ns ? tu_latch_wait(&a->returned, timeout_ns) :
+			    tu_latch_count(&a->returned) == 0;
+}
+
+void tu_aside_join(struct tu_aside *a)
+{
+	pthread_join(a->thread, NULL);
+	tu_latch_destroy(&a->returned);
+}
+
 /* The latch's lock and clock; the tally counts up instead of down. */
 void tu_tally_init(struct tu_tally *t)
 {

@@ -78,6 +78,23 @@ void tu_latch_count_down(struct tu_latch *l);
 bool tu_latch_wait(struct tu_latch *l, uint64_t timeout_ns);
 int tu_latch_count(struct tu_latch *l);
 
+/*
+ * A call that may block (a free, a stop) made on a thread of its own,
+ * so that the test can watch what it logs and whether it returned.
+ */
+struct tu_aside {
+	pthread_t thread;
+	void (*fn)(void *);
+	void *arg;
+	struct tu_latch returned;
+};
+
+void tu_aside_start(struct tu_aside *a, void (*fn)(void *), void *arg);
+/* True once fn has returned, waiting up to `timeout_ns` (0: a look). */
+bool tu_aside_wait(struct tu_aside *a, uint64_t timeout_ns);
+/* Joins the thread: fn must return. */
+void tu_aside_join(struct tu_aside *a);
+
 /* A count that goes up and can be waited on (completions, say). */
 struct tu_tally {
 	pthread_mutex_t lock;
