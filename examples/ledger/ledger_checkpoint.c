@@ -469,16 +469,6 @@ static int commit(struct cycle *c, const struct checkpoint_builder *b, uint64_t 
 	return 0;
 }
 
-static uint64_t pos_sum(const uint64_t *pos, unsigned n)
-{
-	uint64_t sum = 0;
-	unsigned i;
-
-	for (i = 0; i < n; i++)
-		sum += pos[i];
-	return sum;
-}
-
 /* The positions of the new checkpoint: ends, else the base's. */
 static unsigned new_positions(const struct checkpoint *base,
 			      const uint64_t *ends, unsigned nends,
@@ -618,8 +608,9 @@ int checkpoint_builder_take(struct checkpoint_builder *b,
 		*st = (struct checkpoint_stats){
 			.seq = seq, .size = b->len,
 			.records = b->lines - 1 - npos, .events = b->events,
-			.journal_pos = pos_sum(pos, npos),
-			.base_pos = pos_sum(b->base.pos, b->base.npos),
+			.journal_pos = checkpoint_pos_sum(
+				&(struct checkpoint){ .pos = pos, .npos = npos }),
+			.base_pos = checkpoint_pos_sum(&b->base),
 			.freed = c.freed, .duration_ns = now_ns() - t0,
 		};
 	become_base(b, seq, pos, npos);

@@ -88,6 +88,17 @@ static inline uint64_t checkpoint_pos(const struct checkpoint *cp,
 	return idx < cp->npos ? cp->pos[idx] : 0;
 }
 
+/* The sum of cp's positions: the journal it covers, over every file. */
+static inline uint64_t checkpoint_pos_sum(const struct checkpoint *cp)
+{
+	uint64_t sum = 0;
+	unsigned i;
+
+	for (i = 0; i < cp->npos; i++)
+		sum += cp->pos[i];
+	return sum;
+}
+
 /*
  * Whether journal `fd` still holds its bytes from `from` on: false if a
  * compaction freed them (they read as a hole). A restart that would

@@ -185,16 +185,14 @@ static void start_from(struct checkpointer *c, const struct replay_result *r)
 
 	c->st.seq = cp->seq;
 	c->st.size = cp->size;
-	for (i = 0; i < cp->npos; i++)
-		c->st.position += cp->pos[i];
+	c->st.position = checkpoint_pos_sum(cp);
 	c->kept_events = cp->events + r->events;
 	if (!cp->seq || checkpoint_before(c->dir, cp->seq, &prev) < 0)
 		return;
 	for (i = 0; i < prev.npos; i++) /* a damaged header: not used */
 		before = before && prev.pos[i] <= checkpoint_pos(cp, i);
 	if (prev.seq && before && prev.events <= cp->events) {
-		for (i = 0; i < prev.npos; i++)
-			c->kept_pos += prev.pos[i];
+		c->kept_pos = checkpoint_pos_sum(&prev);
 		c->kept_events -= prev.events;
 	}
 	free(prev.pos);
