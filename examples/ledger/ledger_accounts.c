@@ -30,6 +30,7 @@ struct bank_worker {
 
 struct bank {
 	struct accounts *accounts;
+	agr_scheduler *sched;
 	struct bank_worker *workers; /* [nworkers] */
 	unsigned nworkers;
 	enum crash_point crash_at;
@@ -682,8 +683,8 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 
 	b->accounts = accounts;
 	transfer_ids_init(); /* unique across restarts */
-	b->nworkers = (unsigned)agr_scheduler_parallelism(
-		agr_dispatcher_scheduler(disp));
+	b->sched = agr_dispatcher_scheduler(disp);
+	b->nworkers = (unsigned)agr_scheduler_parallelism(b->sched);
 	size = b->nworkers * sizeof(*b->workers);
 	b->workers = aligned_alloc(_Alignof(struct bank_worker), size);
 	if (!b->workers)
@@ -699,6 +700,16 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts)
 	if (ret)
 		die("agr_dispatcher_register: %s", agr_strerror(ret));
 	return b;
+}
+
+agr_scheduler *bank_scheduler(const struct bank *b)
+{
+	return b->sched;
+}
+
+const struct accounts *bank_tables(const struct bank *b)
+{
+	return b->accounts;
 }
 
 struct journal *bank_journal(struct bank *b, unsigned w)

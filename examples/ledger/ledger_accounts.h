@@ -103,6 +103,14 @@ void accounts_each(const struct accounts *a,
 void accounts_dump(const struct accounts *a,
 		   void (*fn)(void *arg, const struct record *rec), void *arg);
 
+/*
+ * The same for groups first, first + step, ...: the groups of worker
+ * `first` of `step` (group g runs on worker g % parallelism).
+ */
+void accounts_dump_groups(const struct accounts *a, int first, int step,
+			  void (*fn)(void *arg, const struct record *rec),
+			  void *arg);
+
 /* ---- messages ---- */
 
 enum account_op {
@@ -339,6 +347,12 @@ struct bank *bank_new(agr_dispatcher *disp, struct accounts *accounts);
 
 /* Worker w's journal. */
 struct journal *bank_journal(struct bank *b, unsigned w);
+
+/* The scheduler whose workers run the bank's groups. */
+agr_scheduler *bank_scheduler(const struct bank *b);
+
+/* The accounts, one table per group; each read only on its worker. */
+const struct accounts *bank_tables(const struct bank *b);
 
 /* Withdrawals refused for want of funds, over all workers. */
 uint64_t bank_overdrafts(const struct bank *b);

@@ -578,15 +578,25 @@ int checkpoint_builder_take(struct checkpoint_builder *b,
 			    const struct checkpoint_options *o,
 			    struct checkpoint_stats *st)
 {
+	return checkpoint_builder_take_state(b, ends, nends, NULL, o, st);
+}
+
+int checkpoint_builder_take_state(struct checkpoint_builder *b,
+				  const uint64_t *ends, unsigned nends,
+				  const struct checkpoint_state *state,
+				  const struct checkpoint_options *o,
+				  struct checkpoint_stats *st)
+{
 	struct cycle c = { .dir = b->dir, .o = o };
 	uint64_t t0 = now_ns(), *pos = NULL, seq;
 	unsigned npos = 0, i;
 	int ret = 0;
 
-	if (!builder_current(b, &seq)) {
+	if (!builder_current(b, &seq) || (b->stale && !state)) {
 		builder_reset(b);
 		ret = builder_load(b);
 	}
+	b->state = state;
 	b->events = 0;
 	for (i = 0; ret == 0 && i < nends; i++)
 		if (ends[i] > checkpoint_pos(&b->base, i))
@@ -599,11 +609,13 @@ int checkpoint_builder_take(struct checkpoint_builder *b,
 		builder_text(b, seq, b->base.events + b->events, pos, npos);
 		ret = commit(&c, b, seq, &b->base, pos, npos);
 	}
+	b->state = NULL;
 	if (ret < 0) { /* the state may be past the disk's: load again */
 		free(pos);
 		builder_reset(b);
 		return ret;
 	}
+	b->stale = b->stale || state;
 	if (st)
 		*st = (struct checkpoint_stats){
 			.seq = seq, .size = b->len,

@@ -18,12 +18,17 @@
  *   end LINES CRC            LINES lines before it; CRC the CRC-32 of
  *                            every byte before "end", 8 hex digits
  *
- * It is taken from the journals, never from the workers' memory: the
- * newest valid checkpoint (or nothing) plus the journals' records from
- * its positions to `ends`, bytes already durable, give the next one. So
- * taking one never stops a worker, and a checkpoint holds exactly what
- * a replay of the same bytes would build (one and the same code path,
- * accounts_apply()).
+ * It is built one of two ways. By replay: the newest valid checkpoint
+ * (or nothing) plus the journals' records from its positions to
+ * `ends`, bytes already durable, give the next one (one and the same
+ * code path as a restart, accounts_apply()), and no worker stops. Or
+ * from the workers' tables (checkpoint_builder_take_state(),
+ * ledger_snapshot.h): each worker's accounts as it holds them with its
+ * journal at `ends`, durable by then, and the journal read only for
+ * the transfers' halves; that pauses each worker while it copies, but
+ * costs the accounts, not the events. Either way the checkpoint holds
+ * what a replay of the journals up to `ends` builds
+ * (examples/ledger/tests/ledger_checkpoint_tables.sh compares them).
  *
  * The cycle, each step durable before the next:
  *   1. checkpoint-N.tmp written, fsync'd;
@@ -182,5 +187,26 @@ int checkpoint_builder_take(struct checkpoint_builder *b,
 			    const uint64_t *ends, unsigned nends,
 			    const struct checkpoint_options *o,
 			    struct checkpoint_stats *st);
+
+/*
+ * The accounts as the workers hold them with every journal at `ends`
+ * (ledger_snapshot.h), bytes already durable: their "s" lines, `count`
+ * of them.
+ */
+struct checkpoint_state {
+	const char *lines;
+	size_t len, count;
+};
+
+/*
+ * As checkpoint_builder_take(), the accounts taken from `state` rather
+ * than replayed: the journal after the last checkpoint is read only for
+ * the transfers' halves. The disk steps are the same.
+ */
+int checkpoint_builder_take_state(struct checkpoint_builder *b,
+				  const uint64_t *ends, unsigned nends,
+				  const struct checkpoint_state *state,
+				  const struct checkpoint_options *o,
+				  struct checkpoint_stats *st);
 
 #endif /* LEDGER_CHECKPOINT_H */

@@ -36,6 +36,7 @@ void builder_reset(struct checkpoint_builder *b)
 	free(b->base.pos);
 	b->base = (struct checkpoint){ 0 };
 	b->loaded = false;
+	b->stale = false;
 }
 
 static void out_add(struct checkpoint_builder *b, const char *p, size_t n)
@@ -78,7 +79,20 @@ int builder_load(struct checkpoint_builder *b)
 }
 
 /*
- * Applies the whole lines of p[0, n); the bytes they take. Stops at a
+ * Whether a record is a transfer's half: its tag " #d:", " #t:" or
+ * " #r:" (keys, ids and results hold no spaces, so " #" starts the tag).
+ */
+static bool xfer_line(const char *p, size_t len)
+{
+	const char *tag = memmem(p, len, " #", 2);
+
+	return tag && (size_t)(tag - p) + 4 <= len && tag[3] == ':' &&
+	       (tag[2] == 'd' || tag[2] == 't' || tag[2] == 'r');
+}
+
+/*
+ * Applies the whole lines of p[0, n) (with b->state, only the
+ * transfers' halves: the accounts come from the tables); the bytes they take. Stops at a
  * record that does not parse or apply (*bad set).
  */
 static size_t add_lines(struct checkpoint_builder *b, const char *p,
@@ -90,6 +104,11 @@ static size_t add_lines(struct checkpoint_builder *b, const char *p,
 	while (at < end && (nl = memchr(at, '\n', (size_t)(end - at)))) {
 		size_t len = (size_t)(nl - at) + 1;
 
+		if (b->state && !xfer_line(at, len)) { /* in the tables */
+			b->events++;
+			at += len;
+			continue;
+		}
 		if (!record_parse(at, len, &rec) ||
 		    !accounts_apply(b->accounts, &rec)) {
 			*bad = true;
@@ -256,7 +275,12 @@ void builder_text(struct checkpoint_builder *b, uint64_t seq,
 		out_add(b, line, (size_t)n);
 	}
 	b->lines = 1 + npos;
-	accounts_dump(b->accounts, dump_state, b);
+	if (b->state) {
+		out_add(b, b->state->lines, b->state->len);
+		b->lines += b->state->count;
+	} else {
+		accounts_dump(b->accounts, dump_state, b);
+	}
 	for (k = 0; k < b->nx; k++, b->lines++)
 		out_add(b, b->x[k].line, b->x[k].len);
 	n = snprintf(line, sizeof(line), "end %zu %08x\n", b->lines,

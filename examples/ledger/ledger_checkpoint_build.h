@@ -43,6 +43,14 @@ struct checkpoint_builder {
 	char *out;		/* the new checkpoint's text */
 	size_t len, cap, lines;
 	char *rd;		/* journal bytes being read */
+	/*
+	 * A cycle from the workers' tables: the accounts' lines come from
+	 * there, and the journal is read only for the transfers' halves;
+	 * the accounts here then fall behind (stale), and the next cycle
+	 * that replays loads them again first.
+	 */
+	const struct checkpoint_state *state;
+	bool stale;
 };
 
 /* Drops the state (kept: the buffers); the next cycle loads again. */

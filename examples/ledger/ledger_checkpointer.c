@@ -13,10 +13,13 @@
 #include <time.h>
 
 #include "ledger_journal.h"
+#include "ledger_snapshot.h"
 #include "util.h"
 
 #define CHECKPOINTER_POLL_NS 50000000ull /* how often it looks: 50 ms */
 #define CHECKPOINTER_RETRY_NS 5000000000ull /* after a failed cycle: 5 s */
+/* How long a copy may wait for the journals to be durable as far. */
+#define CHECKPOINTER_DURABLE_NS 30000000000ull /* 30 s */
 
 struct checkpointer {
 	const char *dir;
@@ -27,6 +30,8 @@ struct checkpointer {
 	unsigned nends;
 	struct checkpointer_options o;
 	pthread_t thread;
+	bool joined;
+	struct snapshot snap; /* the workers' copy: this thread's */
 	pthread_mutex_t lock; /* the fields below */
 	pthread_cond_t wake;
 	bool stopping;
@@ -103,16 +108,55 @@ static void crash_step(void *arg, enum checkpoint_op op, const char *path,
 	}
 }
 
-/* One cycle; the lock is held, and dropped while it runs. */
-static void cycle(struct checkpointer *c, uint64_t events)
+/* Whether this cycle copies the workers' tables; under the lock. */
+static bool from_tables(const struct checkpointer *c, uint64_t events,
+			bool final)
 {
+	uint64_t accounts = bank_accounts(c->bank);
+
+	if (final || c->o.from == CHECKPOINT_FROM_JOURNAL)
+		return false;
+	return c->o.from == CHECKPOINT_FROM_TABLES ||
+	       (2 * accounts <= events - c->events_at &&
+		accounts <= (uint64_t)CHECKPOINT_TABLES_MAX * c->nworkers);
+}
+
+/* A cycle from the workers' copy; the lock is not held. */
+static int take_from_tables(struct checkpointer *c,
+			    const struct checkpoint_options *o,
+			    struct checkpoint_stats *cs)
+{
+	struct checkpoint_state state;
+	unsigned i;
+	int ret = snapshot_take(c->bank, &c->snap);
+
+	if (ret == 0)
+		ret = snapshot_wait_durable(c->bank, &c->snap,
+					    CHECKPOINTER_DURABLE_NS);
+	if (ret < 0)
+		return ret;
+	for (i = 0; i < c->snap.nworkers && i < c->nends; i++)
+		c->ends[i] = c->snap.ends[i]; /* those get_stats does not read */
+	state = (struct checkpoint_state){ c->snap.lines, c->snap.len,
+					   c->snap.count };
+	return checkpoint_builder_take_state(c->builder, c->ends, c->nends,
+					     &state, o, cs);
+}
+
+/* One cycle; the lock is held, and dropped while it runs. */
+static void cycle(struct checkpointer *c, uint64_t events, bool final)
+{
+	const struct checkpoint_options *o = c->o.crash ? &c->crash_opts :
+							    NULL;
+	bool tables = from_tables(c, events, final);
 	struct checkpoint_stats cs;
 	int ret;
 
 	c->st.running = true;
 	pthread_mutex_unlock(&c->lock);
-	ret = checkpoint_builder_take(c->builder, c->ends, c->nends,
-				      c->o.crash ? &c->crash_opts : NULL, &cs);
+	ret = tables ? take_from_tables(c, o, &cs) :
+		       checkpoint_builder_take(c->builder, c->ends, c->nends,
+					       o, &cs);
 	pthread_mutex_lock(&c->lock);
 	c->st.running = false;
 	if (ret < 0) { /* said why; the last one stays current */
@@ -121,6 +165,7 @@ static void cycle(struct checkpointer *c, uint64_t events)
 		return;
 	}
 	c->st.taken++;
+	c->st.from_tables += tables;
 	c->st.seq = cs.seq;
 	c->kept_pos = cs.base_pos; /* freed before it: the fallback now */
 	c->kept_events = cs.events;
@@ -159,7 +204,7 @@ static void *checkpointer_main(void *arg)
 		uint64_t sum = read_ends(c);
 
 		if (due(c, sum, events) && now_ns() >= c->retry_ns)
-			cycle(c, events);
+			cycle(c, events, false);
 		else
 			wait_a_while(c);
 	}
@@ -253,26 +298,35 @@ void checkpointer_get_stats(struct checkpointer *c,
 	pthread_mutex_unlock(&c->lock);
 }
 
-void checkpointer_stop(struct checkpointer *c, bool final,
-		       struct checkpointer_stats *st)
+void checkpointer_halt(struct checkpointer *c)
 {
+	if (!c || c->joined)
+		return;
 	pthread_mutex_lock(&c->lock);
 	c->stopping = true;
 	pthread_cond_signal(&c->wake);
 	pthread_mutex_unlock(&c->lock);
 	pthread_join(c->thread, NULL);
+	c->joined = true;
+}
+
+void checkpointer_stop(struct checkpointer *c, bool final,
+		       struct checkpointer_stats *st)
+{
+	checkpointer_halt(c);
 	if (final) {
 		uint64_t sum = read_ends(c);
 
 		pthread_mutex_lock(&c->lock);
 		if (sum > c->st.position)
-			cycle(c, bank_changes(c->bank));
+			cycle(c, bank_changes(c->bank), true);
 		pthread_mutex_unlock(&c->lock);
 	}
 	checkpointer_get_stats(c, st);
 	pthread_cond_destroy(&c->wake);
 	pthread_mutex_destroy(&c->lock);
 	checkpoint_builder_free(c->builder);
+	snapshot_release(&c->snap);
 	free(c->ends);
 	free(c);
 }

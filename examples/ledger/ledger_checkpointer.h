@@ -19,14 +19,18 @@
  * twice as often). A restart replays at most about half a threshold,
  * and after a damaged current checkpoint about one.
  *
- * The thread reads only what the journals have made durable (each
+ * A cycle builds the checkpoint one of two ways (enum checkpoint_from).
+ * The replay reads only what the journals have made durable (each
  * journal's durable_end) and the files; it never touches a worker's
- * state, so a checkpoint never stops service: the workers go on while
- * it replays and writes. It keeps the state of the last checkpoint it
- * made from one cycle to the next (checkpoint_builder_take), so that a
- * cycle replays only the records journaled since, once each. It costs
- * a CPU for as long as that takes, at nice 10, so that workers short
- * of CPU come first.
+ * state, so the workers go on while it replays and writes. It keeps
+ * the state of the last checkpoint it made from one cycle to the next
+ * (checkpoint_builder_take), so that a cycle replays only the records
+ * journaled since, once each, on this thread at nice 10, so that
+ * workers short of CPU come first; still, on a small machine that CPU
+ * comes out of the request rate (bench/RESULTS.md). The copy asks each
+ * worker for its accounts (a short pause of that worker), waits until
+ * the journals are durable as far as the copy goes, and reads the
+ * journal only for the transfers' halves.
  */
 #ifndef LEDGER_CHECKPOINTER_H
 #define LEDGER_CHECKPOINTER_H
@@ -54,15 +58,38 @@ enum checkpoint_crash {
 	CHECKPOINT_CRASH_COMPACTING, /* one journal freed, not the next */
 };
 
+/*
+ * What a cycle builds the checkpoint from (--checkpoint-from): a copy
+ * of the workers' accounts (ledger_snapshot.h: O(accounts), paid as a
+ * pause on each worker) or a replay of the journal since the last
+ * checkpoint on the checkpointer's thread (O(events), no pause). The
+ * last one, at a stop, once the workers have ended, always replays.
+ */
+enum checkpoint_from {
+	CHECKPOINT_FROM_AUTO,	 /* the tables where cheaper (below) */
+	CHECKPOINT_FROM_JOURNAL, /* always the replay */
+	CHECKPOINT_FROM_TABLES,	 /* always the copy */
+};
+
+/*
+ * auto takes the copy when the accounts are at most half the events
+ * since the last checkpoint (a copy costs about as much an account as
+ * a replay an event), and at most this many a worker (a pause of about
+ * 10 ms).
+ */
+#define CHECKPOINT_TABLES_MAX 65536u
+
 struct checkpointer_options {
 	uint64_t bytes;	 /* journal bytes kept; 0: never by size */
 	uint64_t events; /* events kept; 0: never by count */
+	enum checkpoint_from from;
 	enum checkpoint_crash crash; /* tests */
 };
 
 /* What INFO and /metrics show; any thread. */
 struct checkpointer_stats {
 	uint64_t taken, failed;	 /* cycles since the start */
+	uint64_t from_tables;	 /* ...of the taken, from the workers' copy */
 	uint64_t seq;		 /* the current checkpoint's; 0: none */
 	uint64_t position;	 /* the sum of its journal positions */
 	uint64_t size;		 /* its bytes */
@@ -95,7 +122,14 @@ void checkpointer_get_stats(struct checkpointer *c,
 			    struct checkpointer_stats *st);
 
 /*
- * Ends the thread (waiting for a cycle in progress); with `final`, once
+ * Ends the thread (waiting for a cycle in progress), before the workers
+ * stop: a cycle may be waiting on them. Again, or after it, or with
+ * c NULL (no checkpoints), nothing.
+ */
+void checkpointer_halt(struct checkpointer *c);
+
+/*
+ * Ends the thread if checkpointer_halt() has not; with `final`, once
  * the workers have ended and every journal is intact, takes the last
  * checkpoint, of everything journaled. Fills *st as it is then, and
  * frees c.

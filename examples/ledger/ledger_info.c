@@ -104,12 +104,13 @@ static void info_persistence(struct info_text *t,
 	    "checkpoint_position:%" PRIu64 "\r\ncheckpoint_age_sec:%.3f\r\n"
 	    "checkpoint_size:%" PRIu64 "\r\ncheckpoint_duration_ms:%.3f\r\n"
 	    "checkpoints_taken:%" PRIu64 "\r\ncheckpoints_failed:%" PRIu64
+	    "\r\ncheckpoints_from_tables:%" PRIu64
 	    "\r\njournal_bytes_since_checkpoint:%" PRIu64 "\r\n"
 	    "journal_bytes_kept:%" PRIu64 "\r\n"
 	    "journal_bytes_freed:%" PRIu64 "\r\nrecovery_time_ms:%.3f\r\n\r\n",
 	    st->checkpoints, c->seq, c->position, (double)c->age_ns / 1e9,
 	    c->size, (double)c->duration_ns / 1e6, c->taken, c->failed,
-	    c->journal_bytes, c->journal_kept, c->freed,
+	    c->from_tables, c->journal_bytes, c->journal_kept, c->freed,
 	    (double)st->recovery_ns / 1e6);
 }
 

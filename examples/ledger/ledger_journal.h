@@ -185,6 +185,17 @@ static inline uint64_t journal_batch_id(const struct journal *j)
 }
 
 /*
+ * Where the journal ends with every record appended so far, durable or
+ * not (the position a copy of the state taken now corresponds to); on
+ * the journal's worker only.
+ */
+static inline uint64_t journal_appended_end(const struct journal *j)
+{
+	return j->offset + (j->flushing ? j->flushing->len : 0) +
+	       j->filling->len;
+}
+
+/*
  * Waits, on the journal's worker, for batch `id` (a journal_batch_id()
  * taken when something was appended) and every batch before it to be
  * durable: a reader of state that records not yet durable made waits

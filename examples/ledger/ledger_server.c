@@ -201,7 +201,6 @@
  */
 #define QUIET_MS 100
 
-
 struct server {
 	struct config cfg;
 	agr_dispatcher *disp;
@@ -682,6 +681,7 @@ static bool stop_server(struct server *srv)
 	front_stop(srv->front);
 	if (srv->metrics)
 		http_metrics_stop(srv->metrics);
+	checkpointer_halt(srv->ckpt); /* a cycle may wait on the workers */
 	ret = agr_runtime_stop(srv->rt);
 	if (ret < 0) {
 		warnf("graceful stop: %s; forced", agr_strerror(ret));

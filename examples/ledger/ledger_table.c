@@ -353,17 +353,24 @@ static void account_as_records(const struct account *a,
 	}
 }
 
-void accounts_dump(const struct accounts *a,
-		   void (*fn)(void *arg, const struct record *rec), void *arg)
+void accounts_dump_groups(const struct accounts *a, int first, int step,
+			  void (*fn)(void *arg, const struct record *rec),
+			  void *arg)
 {
 	size_t i;
 	int g;
 
-	for (g = 0; g < a->ngroups; g++) {
+	for (g = first; g < a->ngroups; g += step) {
 		const struct table *t = &a->tables[g];
 
 		for (i = 0; t->slots && i <= t->mask; i++)
 			if (t->slots[i])
 				account_as_records(t->slots[i], fn, arg);
 	}
+}
+
+void accounts_dump(const struct accounts *a,
+		   void (*fn)(void *arg, const struct record *rec), void *arg)
+{
+	accounts_dump_groups(a, 0, 1, fn, arg);
 }

@@ -5,7 +5,9 @@
 #
 # Rounds, each under redis-benchmark's INCR load and examples/
 # ledger/tests/ledger_acked.py (which checks every reply and remembers what was
-# acknowledged), with a checkpoint every 2000 events:
+# acknowledged), with a checkpoint every 2000 events, replayed from the
+# journal in the first round and copied from the workers' tables in the
+# others:
 #   checkpoint-write     the server kills itself (SIGKILL) once a new
 #                        checkpoint is written but not yet fsync'd;
 #   checkpoint-rename    once it is renamed, the directory not fsync'd;
@@ -38,10 +40,14 @@ opts="--port 0 --dir $data --workers 2 --groups 256 --checkpoint-events 2000"
 round=0
 for crash in checkpoint-write checkpoint-rename compaction kill9; do
 	round=$((round + 1))
-	echo "== round $round: load, then $crash"
 	: >"$tmp/server$round.log"
-	extra=
-	[ $crash = kill9 ] || extra="--crash-after $crash"
+	# The first round's cycles replay the journal, the others copy the
+	# workers' tables.
+	from=tables
+	[ $round -gt 1 ] || from=journal
+	echo "== round $round: load, then $crash (cycles from the $from)"
+	extra="--checkpoint-from $from"
+	[ $crash = kill9 ] || extra="$extra --crash-after $crash"
 	# shellcheck disable=SC2086
 	start_server "$tmp/server$round.log" "$server" $opts $extra
 	redis-benchmark -p "$port" -c 8 -n 100000000 -r 1000 -P 8 -t incr -q \
