@@ -154,6 +154,7 @@ fi
 ping_after() {
 	local name=$1 t0 t1 i
 	shift
+	: >"$work/$name.restart" # before the child opens it, for sed below
 	t0=$(date +%s%N)
 	"$server" --port 0 --dir "$work/$name" "$@" >"$work/$name.restart" 2>&1 &
 	pids[$name]=$!
