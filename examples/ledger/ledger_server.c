@@ -15,7 +15,7 @@
  *                 [--worker-cpus auto|none|LIST]
  *                 [--recv multishot|single] [--recv-buffers N]
  *                 [--checkpoint-bytes BYTES] [--checkpoint-events N]
- *                 [--no-checkpoints]
+ *                 [--checkpoint-from auto|journal|tables] [--no-checkpoints]
  *   ledger_server --verify [--dir DIR] [--dump FILE]
  *
  * --port 0 picks a free port; either way the server prints
