@@ -52,6 +52,22 @@
 #include "ledger_accounts.h"
 #include "ledger_record.h"
 
+/* The longest line of state or transfer a checkpoint holds. */
+#define CHECKPOINT_LINE_MAX (RECORD_MAX + 2)
+
+/*
+ * A checkpoint's line of `kind` for rec: "s RECORD" (state) or
+ * "x RECORD" (a transfer's half), into dst[CHECKPOINT_LINE_MAX]; its
+ * length.
+ */
+static inline size_t checkpoint_line(char *dst, char kind,
+				     const struct record *rec)
+{
+	dst[0] = kind;
+	dst[1] = ' ';
+	return 2 + record_encode(dst + 2, rec);
+}
+
 /* A checkpoint found on disk. */
 struct checkpoint {
 	uint64_t seq;	  /* 0: none (replay everything) */

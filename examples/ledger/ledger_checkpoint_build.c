@@ -53,12 +53,9 @@ static void keep_xfer(void *arg, const struct record *rec)
 {
 	struct checkpoint_builder *b = arg;
 	struct xrec *x;
-	char line[RECORD_MAX + 2];
-	size_t n;
+	char line[CHECKPOINT_LINE_MAX];
+	size_t n = checkpoint_line(line, 'x', rec);
 
-	line[0] = 'x';
-	line[1] = ' ';
-	n = 2 + record_encode(line + 2, rec);
 	if (b->nx == b->x_cap) {
 		b->x_cap = b->x_cap ? b->x_cap * 2 : 16;
 		b->x = xrealloc(b->x, b->x_cap * sizeof(*b->x));
@@ -92,8 +89,8 @@ static bool xfer_line(const char *p, size_t len)
 
 /*
  * Applies the whole lines of p[0, n) (with b->state, only the
- * transfers' halves: the accounts come from the tables); the bytes they take. Stops at a
- * record that does not parse or apply (*bad set).
+ * transfers' halves: the accounts come from the tables); the bytes
+ * they take. Stops at a record that does not parse or apply (*bad set).
  */
 static size_t add_lines(struct checkpoint_builder *b, const char *p,
 			size_t n, bool *bad)
@@ -248,11 +245,10 @@ void builder_match_xfers(struct checkpoint_builder *b)
 static void dump_state(void *arg, const struct record *rec)
 {
 	struct checkpoint_builder *b = arg;
-	char line[RECORD_MAX + 2];
+	char line[CHECKPOINT_LINE_MAX];
+	size_t n = checkpoint_line(line, 's', rec);
 
-	line[0] = 's';
-	line[1] = ' ';
-	out_add(b, line, 2 + record_encode(line + 2, rec));
+	out_add(b, line, n);
 	b->lines++;
 }
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ledger_checkpoint.h"
 #include "ledger_journal.h"
 #include "util.h"
 
@@ -21,13 +22,11 @@ static void add_line(void *arg, const struct record *rec)
 {
 	struct snapshot *s = arg;
 
-	if (s->cap - s->len < RECORD_MAX + 2) {
-		s->cap = s->cap * 2 + 64 * RECORD_MAX;
+	if (s->cap - s->len < CHECKPOINT_LINE_MAX) {
+		s->cap = s->cap * 2 + 64 * CHECKPOINT_LINE_MAX;
 		s->lines = xrealloc(s->lines, s->cap);
 	}
-	s->lines[s->len] = 's';
-	s->lines[s->len + 1] = ' ';
-	s->len += 2 + record_encode(s->lines + s->len + 2, rec);
+	s->len += checkpoint_line(s->lines + s->len, 's', rec);
 	s->count++;
 }
 
